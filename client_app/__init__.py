@@ -1,1 +1,1 @@
-"""client_app"""
+"""The party side (ClientApp): data view, bottom model, and a registry of operations."""

@@ -1,1 +1,1 @@
-"""ml"""
+"""The maths: models, optimisers, metrics, devices (no protocol, no I/O)."""

@@ -1,1 +1,1 @@
-"""runtime"""
+"""Plumbing: configuration, output files, the simulation runner and the command line."""

@@ -1,1 +1,1 @@
-"""server_app"""
+"""The server side (ServerApp): labels, top model, strategies driving the parties."""

@@ -1,0 +1,44 @@
+"""The vflfs ClientApp: one Flower action per registered party operation."""
+
+from __future__ import annotations
+
+import traceback
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+
+from vflfs.federation.payload import decode, encode, encode_error
+
+from . import operations  # noqa: F401  (registers the core operations)
+from .registry import OPERATIONS, Registered
+from .session import Session
+
+
+def _handler(op: Registered):
+    def handle(msg: Message, context: Context) -> Message:
+        session = Session(context)
+        try:
+            reply = op.fn(session, decode(msg.content))
+            session.save()
+            return Message(encode(reply), reply_to=msg)
+        except Exception as error:  # noqa: BLE001 - reported to the server, which raises
+            session.discard()
+            return Message(
+                encode_error(op.message_type, error, traceback.format_exc(limit=8)), reply_to=msg
+            )
+
+    handle.__name__ = op.message_type.replace(".", "_")
+    return handle
+
+
+def build_client_app() -> ClientApp:
+    """A ClientApp exposing every operation in the registry."""
+    client_app = ClientApp()
+    for op in OPERATIONS:
+        category, action = op.message_type.split(".")
+        register = getattr(client_app, category)
+        register(action)(_handler(op))
+    return client_app
+
+
+app = build_client_app()

@@ -1,0 +1,74 @@
+"""The core party operations of the VFL protocol (SPEC section 3)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+from vflfs.federation import Payload
+
+from .registry import OPERATIONS
+from .session import Session
+
+
+@OPERATIONS.operation("query.info")
+def info(session: Session, payload: Payload) -> Payload:
+    """Who this party is: its partition id, and what hardware it has."""
+    return {
+        "partition_id": session.partition_id,
+        "num_partitions": session.num_partitions,
+        "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    }
+
+
+@OPERATIONS.operation("query.setup")
+def setup(session: Session, payload: Payload) -> Payload:
+    """Build the party's data view and bottom model from the server's instructions."""
+    spec = json.loads(payload["spec"])
+    if int(spec["index"]) != session.partition_id:
+        raise ValueError(
+            f"setup for party {spec['index']} reached the node with partition-id "
+            f"{session.partition_id}"
+        )
+    party = session.create(spec, payload["nonce"], np.asarray(payload["train_rows"]))
+    return {
+        "n_features": party.n_features,
+        "spurious": np.flatnonzero(party.data.spurious).astype(np.int64),
+        "device": str(party.device),
+    }
+
+
+@OPERATIONS.operation("train.step")
+def step(session: Session, payload: Payload) -> Payload:
+    """Apply the gradients of the last batches, then embed the next ones (one round-trip).
+
+    Payload: ``grads`` (one array per pending batch, possibly absent), ``batches`` (row indices
+    of the next K batches, possibly absent) and ``eval_rows`` (rows to embed in evaluation
+    mode after the update, possibly absent).
+    """
+    party = session.party
+    grads = payload.get("grads") or []
+    if len(grads) != len(party.pending):
+        raise ValueError(
+            f"got {len(grads)} gradients for {len(party.pending)} pending batches; "
+            "the server and party are out of step"
+        )
+    for rows, grad in zip(party.pending, grads, strict=True):
+        party.apply_gradient(rows, grad)
+    batches = payload.get("batches") or []
+    party.pending = [np.asarray(b) for b in batches]
+    session.changed = True
+    reply: Payload = {}
+    if batches:
+        reply["embeddings"] = [party.forward(b) for b in party.pending]
+    if "eval_rows" in payload:
+        reply["eval_embeddings"] = party.embed(np.asarray(payload["eval_rows"]))
+    return reply
+
+
+@OPERATIONS.operation("query.embed")
+def embed(session: Session, payload: Payload) -> Payload:
+    """Evaluation-mode embeddings of many rows at once (forward only)."""
+    return {"embeddings": session.party.embed(np.asarray(payload["rows"]))}

@@ -1,0 +1,62 @@
+"""Where data files live: the configurable data directory and user file paths.
+
+Library code never hard-codes a data location. The directory comes from the config key
+``dataset.data_dir`` (passed in as ``data_dir``) or, failing that, the environment variable
+``VFLFS_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vflfs.datasets.errors import DataError
+
+DATA_DIR_ENV = "VFLFS_DATA_DIR"
+CONFIG_KEY = "dataset.data_dir"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """Return the data directory: the config value wins, else the env var, else None."""
+    if data_dir is not None and str(data_dir).strip():
+        return Path(data_dir).expanduser()
+    from_env = os.environ.get(DATA_DIR_ENV, "").strip()
+    if from_env:
+        return Path(from_env).expanduser()
+    return None
+
+
+def require_data_dir(data_dir: Path | None, what: str) -> Path:
+    """Return ``data_dir`` or raise a DataError saying that no data directory is set."""
+    if data_dir is None:
+        raise DataError(
+            f"{what} needs a data directory, but none is set; fix: set the config key "
+            f"{CONFIG_KEY} (e.g. dataset.data_dir=/path/to/datasets) or the environment "
+            f"variable {DATA_DIR_ENV} to the folder that holds the data files"
+        )
+    return data_dir
+
+
+def resolve_user_path(path: str | os.PathLike[str] | None, data_dir: Path | None) -> Path:
+    """Resolve a user file path: absolute as given, relative to the data directory if one is set,
+    else relative to the current directory."""
+    if path is None or not str(path).strip():
+        raise DataError(
+            "no file path given; fix: pass the parameter path=<file> (absolute, or relative to "
+            f"{CONFIG_KEY} / {DATA_DIR_ENV})"
+        )
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or data_dir is None:
+        return candidate
+    return data_dir / candidate
+
+
+def check_file(path: Path) -> Path:
+    """Raise a DataError naming the path and both data-directory settings if ``path`` is no file."""
+    if not path.is_file():
+        raise DataError(
+            f"data file not found: {path}; fix: set the config key {CONFIG_KEY} or the "
+            f"environment variable {DATA_DIR_ENV} to the folder that holds {path.name} "
+            "(or correct the file path)"
+        )
+    return path

@@ -1,0 +1,164 @@
+"""The server's view of the parties: send a request, gather the replies.
+
+Strategies call :meth:`Federation.broadcast` and :meth:`Federation.send` with plain payloads
+and never build Flower messages themselves. The federation runs over any Flower ``Grid``:
+the simulation engine's, the deployment engine's, or :class:`~vflfs.federation.LocalGrid`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from itertools import count
+
+from flwr.app import Message, RecordDict
+from flwr.serverapp import Grid
+
+from .payload import Payload, decode, decode_error, encode
+from .traffic import DOWN, UP, Traffic
+
+Observer = Callable[[str, int, str, RecordDict], None]
+"""Called with (direction, party index, operation, content) for every message."""
+
+INFO = "query.info"
+
+
+class PartyError(RuntimeError):
+    """A party failed, or did not answer in time. The message names the party."""
+
+    def __init__(self, party: int | None, operation: str, detail: str) -> None:
+        who = "the federation" if party is None else f"party {party}"
+        super().__init__(f"{who} failed in {operation!r}: {detail}")
+        self.party = party
+        self.operation = operation
+
+
+class Federation:
+    """Parties reached through a Flower ``Grid``, indexed 0..M-1 by their partition id."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        num_parties: int,
+        *,
+        timeout: float = 600.0,
+        connect_timeout: float = 120.0,
+        poll_interval: float = 0.001,
+        observers: list[Observer] | None = None,
+    ) -> None:
+        self.grid = grid
+        self.num_parties = num_parties
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.poll_interval = poll_interval
+        self.observers = list(observers or [])
+        self.traffic = Traffic()
+        self.node_ids: list[int] = []
+        self.party_info: list[Payload] = []
+        self._group = count()
+
+    # -- connection -------------------------------------------------------------------------
+    def connect(self) -> list[Payload]:
+        """Wait for the parties' nodes, then order them by the partition id they report."""
+        deadline = time.monotonic() + self.connect_timeout
+        while len(nodes := sorted(self.grid.get_node_ids())) < self.num_parties:
+            if time.monotonic() > deadline:
+                raise PartyError(
+                    None,
+                    "connect",
+                    f"expected {self.num_parties} parties but {len(nodes)} node(s) connected "
+                    f"within {self.connect_timeout:.0f} s. Start one SuperNode per party (in "
+                    f"simulation: --federation-config 'num-supernodes={self.num_parties}').",
+                )
+            time.sleep(0.05)
+        if len(nodes) > self.num_parties:
+            raise PartyError(
+                None,
+                "connect",
+                f"{len(nodes)} nodes connected but the config has {self.num_parties} parties; "
+                "set split.num_parties to the number of SuperNodes.",
+            )
+        replies = self._exchange(INFO, dict(enumerate(nodes)), dict.fromkeys(range(len(nodes)), {}))
+        by_partition: dict[int, tuple[int, Payload]] = {}
+        for slot, info in replies.items():
+            pid = int(info.get("partition_id", -1))
+            if not 0 <= pid < self.num_parties or pid in by_partition:
+                raise PartyError(
+                    None,
+                    "connect",
+                    f"node {nodes[slot]} reports partition-id {pid}; each party needs a distinct "
+                    f"partition-id in 0..{self.num_parties - 1} in its node config.",
+                )
+            by_partition[pid] = (nodes[slot], info)
+        self.node_ids = [by_partition[p][0] for p in range(self.num_parties)]
+        self.party_info = [by_partition[p][1] for p in range(self.num_parties)]
+        return self.party_info
+
+    # -- requests ---------------------------------------------------------------------------
+    def broadcast(self, operation: str, payload: Payload | None = None) -> list[Payload]:
+        """Send the same payload to every party; replies in party order."""
+        replies = self.send(operation, dict.fromkeys(range(self.num_parties), payload or {}))
+        return [replies[m] for m in range(self.num_parties)]
+
+    def send(self, operation: str, payloads: Mapping[int, Payload]) -> dict[int, Payload]:
+        """Send each listed party its payload; replies keyed by party index."""
+        if not self.node_ids:
+            raise PartyError(None, operation, "not connected; call connect() first")
+        nodes = {m: self.node_ids[m] for m in payloads}
+        return self._exchange(operation, nodes, payloads)
+
+    def _exchange(
+        self, operation: str, nodes: Mapping[int, int], payloads: Mapping[int, Payload]
+    ) -> dict[int, Payload]:
+        group = str(next(self._group))
+        sent: dict[str, int] = {}
+        messages = []
+        for party, node in nodes.items():
+            content = encode(payloads[party])
+            message = Message(content, dst_node_id=node, message_type=operation, group_id=group)
+            self.traffic.record(message, DOWN)
+            self._notify(DOWN, party, operation, content)
+            messages.append((party, message))
+        for (party, _), mid in zip(
+            messages, self.grid.push_messages([m for _, m in messages]), strict=True
+        ):
+            sent[mid] = party
+        replies = self._gather(operation, sent)
+        self.traffic.round_trips[self.traffic.phase] += 1
+        return replies
+
+    def _gather(self, operation: str, sent: dict[str, int]) -> dict[int, Payload]:
+        waiting = dict(sent)
+        replies: dict[int, Payload] = {}
+        deadline = time.monotonic() + self.timeout
+        while waiting:
+            for reply in self.grid.pull_messages(list(waiting)):
+                party = waiting.pop(reply.metadata.reply_to_message_id)
+                replies[party] = self._unpack(party, operation, reply)
+            if waiting:
+                if time.monotonic() > deadline:
+                    missing = ", ".join(f"party {p}" for p in sorted(waiting.values()))
+                    raise PartyError(
+                        min(waiting.values()),
+                        operation,
+                        f"no reply within {self.timeout:.0f} s from {missing} "
+                        "(is its SuperNode running?)",
+                    )
+                time.sleep(self.poll_interval)
+        return replies
+
+    def _unpack(self, party: int, operation: str, reply: Message) -> Payload:
+        if reply.has_error():
+            raise PartyError(party, operation, f"Flower error {reply.error.code}: {reply.error.reason}")
+        self.traffic.record(reply, UP)
+        self._notify(UP, party, operation, reply.content)
+        error = decode_error(reply.content)
+        if error is not None:
+            raise PartyError(
+                party, operation, f"{error['type']}: {error['message']}\n{error['traceback']}"
+            )
+        return decode(reply.content)
+
+    def _notify(self, direction: str, party: int, operation: str, content: RecordDict) -> None:
+        for observer in self.observers:
+            observer(direction, party, operation, content)

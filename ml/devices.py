@@ -1,0 +1,23 @@
+"""Where models run: ``auto`` puts party i on ``cuda:i % n_gpus`` when GPUs exist."""
+
+from __future__ import annotations
+
+import torch
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(choice: str, index: int = 0) -> torch.device:
+    """The torch device for the ``index``-th model under the ``device`` config value."""
+    if choice not in DEVICE_CHOICES and not choice.startswith("cuda:"):
+        raise ValueError(f"device must be one of {DEVICE_CHOICES} or 'cuda:N', got {choice!r}")
+    if choice == "cpu":
+        return torch.device("cpu")
+    if choice.startswith("cuda:"):
+        return torch.device(choice)
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        if choice == "cuda":
+            raise RuntimeError("device=cuda but no GPU is visible; use device=auto or cpu")
+        return torch.device("cpu")
+    return torch.device(f"cuda:{index % n}")

@@ -1,0 +1,27 @@
+"""Scores of predictions: accuracy for classification, R^2 for regression."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import accuracy_score, r2_score
+
+from .models import Task
+
+
+def score(task: Task, output: torch.Tensor, y: np.ndarray) -> float:
+    """Accuracy (classification) or R^2 (regression) of model outputs against ``y``."""
+    out = output.detach().cpu()
+    if task.kind == "classification":
+        return float(accuracy_score(y, out.argmax(dim=1).numpy()))
+    return float(r2_score(y, out.squeeze(-1).numpy()))
+
+
+def selection_quality(selected: np.ndarray, relevant: np.ndarray) -> dict[str, float]:
+    """Precision and recall of a selected feature set against the known relevant set."""
+    selected, relevant = set(map(int, selected)), set(map(int, relevant))
+    hits = len(selected & relevant)
+    return {
+        "precision": hits / len(selected) if selected else 0.0,
+        "recall": hits / len(relevant) if relevant else 0.0,
+    }

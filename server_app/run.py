@@ -1,0 +1,99 @@
+"""One run on any Flower Grid: checks, the strategy's loop, and the output files."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from flwr.serverapp import Grid
+from omegaconf import DictConfig, OmegaConf
+
+from vflfs.federation import Federation, Observer
+from vflfs.runtime import results as files
+from vflfs.runtime.config import check_config
+from vflfs.strategies import RunResult, make_strategy
+
+from .experiment import Experiment
+
+log = logging.getLogger("vflfs")
+
+
+def run_experiment(
+    grid: Grid,
+    cfg: DictConfig,
+    out_dir: str | Path,
+    observers: list[Observer] | None = None,
+) -> dict:
+    """Check the config, train with its strategy over ``grid``, write the output folder."""
+    out_dir = Path(out_dir)
+    start = time.perf_counter()
+    try:
+        check_config(cfg)
+        experiment = Experiment.from_config(cfg)
+        strategy = make_strategy(cfg)
+        files.write_config(out_dir, cfg)
+        f = cfg.federation
+        federation = Federation(
+            grid,
+            experiment.num_parties,
+            timeout=float(f.timeout),
+            connect_timeout=float(f.connect_timeout),
+            poll_interval=float(f.poll_interval),
+            observers=observers,
+        )
+        log.info("vflfs: %s on %s, %d parties -> %s", strategy.name, cfg.dataset.name,
+                 experiment.num_parties, out_dir)
+        with federation.traffic.in_phase("setup"):
+            federation.connect()
+        result = strategy.start(federation, experiment, on_epoch=_log_epoch)
+        summary = summarize(cfg, experiment, federation, result, time.perf_counter() - start)
+        files.write_history(out_dir, result.history)
+        files.write_results(out_dir, summary)
+        return summary
+    except BaseException as error:
+        files.write_error(out_dir, error)
+        raise
+
+
+def _log_epoch(row: dict) -> None:
+    log.info(
+        "epoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
+        row["epoch"], row["train_loss"], row["val_metric"], row["test_metric"], row["mb"],
+        row["wall_s"],
+    )
+
+
+def summarize(
+    cfg: DictConfig, experiment: Experiment, federation: Federation, result: RunResult,
+    wall: float,
+) -> dict:
+    """The JSON-ready ``results.json`` of a completed run."""
+    best = result.best
+    traffic = federation.traffic.summary()
+    return {
+        "status": "completed",
+        "strategy": result.strategy,
+        "dataset": str(cfg.dataset.name),
+        "seed": int(cfg.seed),
+        "task": experiment.task.kind,
+        "metric": result.metric,
+        "test_metric": best["test_metric"],
+        "val_metric": best["val_metric"],
+        "best_epoch": best["epoch"],
+        "epochs_run": len(result.history),
+        "final_test_metric": result.history[-1]["test_metric"],
+        "selection": result.selection(experiment.relevant),
+        "communication": traffic,
+        "wall_time_s": {"total": wall, **{p: v["wall_s"] for p, v in traffic["phases"].items()}},
+        "devices": {
+            "server": result.extra.get("server_device"),
+            "parties": [p.device for p in result.parties],
+        },
+        "samples": {k: int(len(getattr(experiment.splits, k))) for k in ("train", "val", "test")},
+        "parties": [asdict(p) for p in result.parties],
+        "extra": {k: v for k, v in result.extra.items() if k != "server_device"},
+        "step_losses": result.step_losses,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }

@@ -1,0 +1,68 @@
+"""What a strategy returns: per-epoch history, the score at the best validation epoch, selection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class PartyReport:
+    """A party as the server knows it: feature count, injected-noise columns, selection."""
+
+    index: int
+    columns: list[int]  # original column indices of the party's real features
+    n_features: int  # real + spurious columns at the party
+    spurious: list[int]  # local indices of injected noise columns
+    device: str
+    selected: list[int] = field(default_factory=list)  # local indices of kept features
+
+    def selected_original(self) -> list[int]:
+        """Kept real features as original dataset column indices."""
+        d = len(self.columns)
+        return [self.columns[i] for i in self.selected if i < d]
+
+
+@dataclass
+class RunResult:
+    """History and final scores of one run."""
+
+    strategy: str
+    metric: str
+    history: list[dict] = field(default_factory=list)
+    step_losses: list[float] = field(default_factory=list)
+    parties: list[PartyReport] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> dict:
+        """The epoch with the best validation score (earliest on ties)."""
+        if not self.history:
+            return {}
+        return max(self.history, key=lambda row: (row["val_metric"], -row["epoch"]))
+
+    def selection(self, relevant: np.ndarray | None = None) -> dict:
+        """Selected features per party, the overall ratio, and where known its quality."""
+        total = sum(p.n_features for p in self.parties)
+        kept = sum(len(p.selected) for p in self.parties)
+        out: dict = {
+            "per_party": [
+                {"party": p.index, "selected": len(p.selected), "of": p.n_features}
+                for p in self.parties
+            ],
+            "selected_features": kept,
+            "total_features": total,
+            "ratio": kept / total if total else 0.0,
+        }
+        n_spurious = sum(len(p.spurious) for p in self.parties)
+        if n_spurious:
+            removed = sum(len(set(p.spurious) - set(p.selected)) for p in self.parties)
+            out["spurious_removed"] = removed / n_spurious
+        if relevant is not None:
+            chosen = {c for p in self.parties for c in p.selected_original()}
+            rel = set(map(int, relevant))
+            hits = len(chosen & rel)
+            out["precision"] = hits / len(chosen) if chosen else 0.0
+            out["recall"] = hits / len(rel) if rel else 0.0
+        return out

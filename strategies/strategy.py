@@ -1,0 +1,71 @@
+"""The abstract VFL strategy: a few hooks and a ``start`` that runs the loop.
+
+Modelled on ``flwr.serverapp.strategy.Strategy``: a strategy drives the parties through a
+:class:`~vflfs.federation.Federation` (it never builds Flower messages) and keeps the server's
+model and labels to itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from omegaconf import DictConfig
+
+from vflfs.federation import Federation
+from vflfs.server_app.experiment import Experiment
+
+from .result import RunResult
+
+log = logging.getLogger("vflfs")
+
+EpochCallback = Callable[[dict], None]
+
+
+class Strategy(ABC):
+    """Abstract base class of server-side VFL strategies."""
+
+    name: str = "strategy"
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+
+    @abstractmethod
+    def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
+        """Set the parties up (the ``setup`` phase); returns the result to fill."""
+
+    @abstractmethod
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        """Train, appending one history row per epoch to ``result``."""
+
+    def summary(self, result: RunResult) -> None:
+        """Log the outcome."""
+        best = result.best
+        if best:
+            log.info(
+                "%s: best epoch %d, test %s %.4f",
+                self.name,
+                best["epoch"],
+                result.metric,
+                best["test_metric"],
+            )
+
+    def start(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        on_epoch: EpochCallback | None = None,
+    ) -> RunResult:
+        """Run the strategy to the end and return its result."""
+        with federation.traffic.in_phase("setup"):
+            result = self.configure(federation, experiment)
+        self.fit(federation, experiment, result, on_epoch)
+        self.summary(result)
+        return result

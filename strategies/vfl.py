@@ -1,0 +1,150 @@
+"""Standard vertical federated learning on all features: the all-features baseline.
+
+The split-learning protocol of SPEC section 3 (as in Liu et al., "Vertical Federated Learning:
+Concepts, Advances and Challenges", 2024): each step the server sends batch indices, parties
+return embeddings, the server steps its top model and returns each party the gradient of the
+loss with respect to its embedding. The gradient of step t travels with the indices of step t+1.
+With ``training.local_steps = K`` the parties embed K batches per round and apply K (slightly
+stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on validation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import numpy as np
+from vflfs.federation import MB, Federation
+from vflfs.ml.batches import chunked, epoch_batches
+from vflfs.ml.devices import resolve_device
+from vflfs.ml.models import TopSpec
+from vflfs.ml.top import ServerModel
+from vflfs.server_app.experiment import Experiment
+
+from .result import PartyReport, RunResult
+from .strategy import EpochCallback, Strategy, log
+
+
+class VFL(Strategy):
+    """Standard VFL (split learning) with all features."""
+
+    name = "vfl"
+
+    # -- setup ----------------------------------------------------------------------------
+    def party_spec(self, experiment: Experiment, m: int) -> dict:
+        """Party ``m``'s setup instructions; subclasses add their own keys."""
+        return experiment.party_spec(m)
+
+    def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
+        nonce = uuid.uuid4().hex
+        train = experiment.splits.train
+        replies = federation.send(
+            "query.setup",
+            {
+                m: {"spec": json.dumps(self.party_spec(experiment, m)), "nonce": nonce,
+                    "train_rows": train}
+                for m in range(experiment.num_parties)
+            },
+        )
+        result = RunResult(strategy=self.name, metric=experiment.task.metric_name)
+        for m in range(experiment.num_parties):
+            r = replies[m]
+            result.parties.append(
+                PartyReport(
+                    index=m,
+                    columns=experiment.columns[m].tolist(),
+                    n_features=int(r["n_features"]),
+                    spurious=np.asarray(r["spurious"]).tolist(),
+                    device=str(r["device"]),
+                    selected=list(range(int(r["n_features"]))),
+                )
+            )
+        self.server = self.make_server_model(experiment)
+        result.extra["server_device"] = str(self.server.device)
+        return result
+
+    def embedding_sizes(self, experiment: Experiment) -> list[int]:
+        size = int(self.cfg.model.bottom.embedding_size)
+        return [size] * experiment.num_parties
+
+    def make_server_model(self, experiment: Experiment) -> ServerModel:
+        t = self.cfg.training
+        return ServerModel(
+            experiment.task,
+            self.embedding_sizes(experiment),
+            TopSpec.from_dict(dict(self.cfg.model.top)),
+            {"name": str(t.optimizer), "lr": float(t.lr)},
+            experiment.seed,
+            resolve_device(str(self.cfg.device), 0),
+        )
+
+    # -- training -------------------------------------------------------------------------
+    def train_epoch(self, federation: Federation, experiment: Experiment, epoch: int) -> list[float]:
+        """One epoch of the step protocol; returns the loss of every step."""
+        t = self.cfg.training
+        batches = epoch_batches(experiment.splits.train, int(t.batch_size), experiment.seed, epoch)
+        losses: list[float] = []
+        grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
+        for group in [*chunked(batches, int(t.local_steps)), []]:
+            replies = federation.send(
+                "train.step", {m: {"grads": grads[m], "batches": group} for m in range(len(grads))}
+            )
+            grads = [[] for _ in grads]
+            for k, rows in enumerate(group):
+                loss, g = self.server.step(
+                    [replies[m]["embeddings"][k] for m in range(len(grads))], experiment.y[rows]
+                )
+                losses.append(loss)
+                for m, gm in enumerate(g):
+                    grads[m].append(gm)
+        return losses
+
+    def evaluate(self, federation: Federation, experiment: Experiment) -> dict:
+        """Validation and test scores from one forward-only round."""
+        val, test = experiment.splits.val, experiment.splits.test
+        rows = np.concatenate([val, test])
+        replies = federation.broadcast("query.embed", {"rows": rows})
+        emb = [r["embeddings"] for r in replies]
+        val_loss, val_metric = self.server.evaluate([e[: len(val)] for e in emb], experiment.y[val])
+        test_loss, test_metric = self.server.evaluate(
+            [e[len(val) :] for e in emb], experiment.y[test]
+        )
+        return {
+            "val_loss": val_loss,
+            "val_metric": val_metric,
+            "test_loss": test_loss,
+            "test_metric": test_metric,
+        }
+
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        t = self.cfg.training
+        patience = t.get("patience")
+        start = time.perf_counter()
+        for epoch in range(int(t.epochs)):
+            with federation.traffic.in_phase("training"):
+                losses = self.train_epoch(federation, experiment, epoch)
+            with federation.traffic.in_phase("evaluation"):
+                scores = self.evaluate(federation, experiment)
+            result.step_losses.extend(losses)
+            row = {
+                "epoch": epoch,
+                "train_loss": float(np.mean(losses)),
+                **scores,
+                "mb": federation.traffic.total_bytes() / MB,
+                "training_mb": federation.traffic.total_bytes("training") / MB,
+                "wall_s": time.perf_counter() - start,
+            }
+            result.history.append(row)
+            if on_epoch is not None:
+                on_epoch(row)
+            if patience is not None and epoch - result.best["epoch"] >= int(patience):
+                log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
+                break
+
