@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
+
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.validation import validate
 

@@ -7,6 +7,7 @@ import numbers
 from collections.abc import Sequence
 
 import numpy as np
+
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.validation import check_rows
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.paths import check_file
 

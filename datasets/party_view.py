@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from vflfs.datasets.noise import add_spurious_features
 from vflfs.datasets.scaling import minmax_scale
 from vflfs.datasets.validation import check_rows

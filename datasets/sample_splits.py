@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
+
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.validation import check_rows
 

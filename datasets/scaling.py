@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.preprocessing import MinMaxScaler
+
 from vflfs.datasets.validation import check_rows
 
 

@@ -10,6 +10,7 @@ import operator
 from collections.abc import Sequence
 
 import numpy as np
+
 from vflfs.datasets.errors import DataError
 
 SPLIT_KINDS = ("even", "random", "sizes", "columns", "image-rows")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.datasets import make_classification, make_friedman1
+
 from vflfs.datasets.dataset import Dataset, make_dataset
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.registry import register_dataset

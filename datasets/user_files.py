@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
+
 from vflfs.datasets.dataset import Dataset, check_task, make_dataset
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.npz_files import read_npz

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from vflfs.datasets.errors import DataError
 
 if TYPE_CHECKING:

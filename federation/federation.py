@@ -149,7 +149,9 @@ class Federation:
 
     def _unpack(self, party: int, operation: str, reply: Message) -> Payload:
         if reply.has_error():
-            raise PartyError(party, operation, f"Flower error {reply.error.code}: {reply.error.reason}")
+            raise PartyError(
+                party, operation, f"Flower error {reply.error.code}: {reply.error.reason}"
+            )
         self.traffic.record(reply, UP)
         self._notify(UP, party, operation, reply.content)
         error = decode_error(reply.content)

@@ -76,9 +76,7 @@ class LocalGrid(Grid):
             context = self._state[node]
             reply = self.client_app(received, context)
             self._state[node] = context_from_proto(context_to_proto(context))
-            self._replies[message.metadata.message_id] = message_from_proto(
-                message_to_proto(reply)
-            )
+            self._replies[message.metadata.message_id] = message_from_proto(message_to_proto(reply))
             ids.append(message.metadata.message_id)
         return ids
 

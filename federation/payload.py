@@ -64,7 +64,7 @@ def decode(records: RecordDict) -> Payload:
     """Decode a RecordDict written by :func:`encode`."""
     payload: Payload = {}
     config = dict(records[CONFIG]) if CONFIG in records else {}
-    arrays = records[ARRAYS] if ARRAYS in records else {}
+    arrays = records.get(ARRAYS, {})
     lists: dict[str, list] = {}
     for key, value in config.items():
         if key.endswith(f"{_LIST_SEP}len"):

@@ -64,7 +64,9 @@ class TopSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> TopSpec:
-        return cls(hidden=tuple(d.get("hidden", (32,))), activation=str(d.get("activation", "relu")))
+        return cls(
+            hidden=tuple(d.get("hidden", (32,))), activation=str(d.get("activation", "relu"))
+        )
 
 
 class BottomModel(nn.Module):

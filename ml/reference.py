@@ -9,7 +9,16 @@ import torch
 
 from .batches import epoch_batches
 from .metrics import score
-from .models import BottomModel, BottomSpec, Task, TopModel, TopSpec, party_seed, seeded, server_seed
+from .models import (
+    BottomModel,
+    BottomSpec,
+    Task,
+    TopModel,
+    TopSpec,
+    party_seed,
+    seeded,
+    server_seed,
+)
 from .optim import make_optimizer
 
 
@@ -28,9 +37,12 @@ class SplitModel:
         self.task = task
         self.X = [torch.tensor(v) for v in views]
         self.bottoms = [
-            seeded(party_seed(seed, m), BottomModel, x.shape[1], bottom) for m, x in enumerate(self.X)
+            seeded(party_seed(seed, m), BottomModel, x.shape[1], bottom)
+            for m, x in enumerate(self.X)
         ]
-        self.top = seeded(server_seed(seed), TopModel, [bottom.embedding_size] * len(views), task.n_out, top)
+        self.top = seeded(
+            server_seed(seed), TopModel, [bottom.embedding_size] * len(views), task.n_out, top
+        )
         opt = dict(optimizer)
         name = opt.pop("name", "adam")
         self.optimizers = [make_optimizer(b.parameters(), name, **opt) for b in self.bottoms]

@@ -34,8 +34,7 @@ class ServerModel:
 
     def _inputs(self, embeddings: Sequence[np.ndarray], grad: bool) -> list[torch.Tensor]:
         return [
-            torch.tensor(np.asarray(e), device=self.device).requires_grad_(grad)
-            for e in embeddings
+            torch.tensor(np.asarray(e), device=self.device).requires_grad_(grad) for e in embeddings
         ]
 
     def step(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, list]:

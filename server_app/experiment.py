@@ -47,7 +47,7 @@ class Experiment:
     def from_config(cls, cfg: DictConfig) -> Experiment:
         data_dir = resolve_data_dir(cfg.dataset.get("data_dir"))
         data_dir = str(data_dir) if data_dir is not None else None
-        params = OmegaConf.to_container(cfg.dataset.get("params") or {}, resolve=True)
+        params = _params(cfg)
         dataset = load_dataset(cfg.dataset.name, data_dir, **params)
         split = cfg.split
         columns = split_columns(
@@ -96,7 +96,7 @@ class Experiment:
             "data": {
                 "name": str(cfg.dataset.name),
                 "data_dir": self.data_dir,
-                "params": OmegaConf.to_container(cfg.dataset.get("params") or {}, resolve=True),
+                "params": _params(self.cfg),
                 "columns": self.columns[m].tolist(),
                 "noise": {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m},
             },
@@ -106,3 +106,7 @@ class Experiment:
 def _opt_list(value) -> list | None:
     return None if value is None else OmegaConf.to_container(value, resolve=True)
 
+
+def _params(cfg: DictConfig) -> dict:
+    params = cfg.dataset.get("params")
+    return {} if params is None else OmegaConf.to_container(params, resolve=True)

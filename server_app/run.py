@@ -43,8 +43,13 @@ def run_experiment(
             poll_interval=float(f.poll_interval),
             observers=observers,
         )
-        log.info("vflfs: %s on %s, %d parties -> %s", strategy.name, cfg.dataset.name,
-                 experiment.num_parties, out_dir)
+        log.info(
+            "vflfs: %s on %s, %d parties -> %s",
+            strategy.name,
+            cfg.dataset.name,
+            experiment.num_parties,
+            out_dir,
+        )
         with federation.traffic.in_phase("setup"):
             federation.connect()
         result = strategy.start(federation, experiment, on_epoch=_log_epoch)
@@ -60,13 +65,20 @@ def run_experiment(
 def _log_epoch(row: dict) -> None:
     log.info(
         "epoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
-        row["epoch"], row["train_loss"], row["val_metric"], row["test_metric"], row["mb"],
+        row["epoch"],
+        row["train_loss"],
+        row["val_metric"],
+        row["test_metric"],
+        row["mb"],
         row["wall_s"],
     )
 
 
 def summarize(
-    cfg: DictConfig, experiment: Experiment, federation: Federation, result: RunResult,
+    cfg: DictConfig,
+    experiment: Experiment,
+    federation: Federation,
+    result: RunResult,
     wall: float,
 ) -> dict:
     """The JSON-ready ``results.json`` of a completed run."""

@@ -15,6 +15,7 @@ import time
 import uuid
 
 import numpy as np
+
 from vflfs.federation import MB, Federation
 from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
@@ -42,8 +43,11 @@ class VFL(Strategy):
         replies = federation.send(
             "query.setup",
             {
-                m: {"spec": json.dumps(self.party_spec(experiment, m)), "nonce": nonce,
-                    "train_rows": train}
+                m: {
+                    "spec": json.dumps(self.party_spec(experiment, m)),
+                    "nonce": nonce,
+                    "train_rows": train,
+                }
                 for m in range(experiment.num_parties)
             },
         )
@@ -80,7 +84,9 @@ class VFL(Strategy):
         )
 
     # -- training -------------------------------------------------------------------------
-    def train_epoch(self, federation: Federation, experiment: Experiment, epoch: int) -> list[float]:
+    def train_epoch(
+        self, federation: Federation, experiment: Experiment, epoch: int
+    ) -> list[float]:
         """One epoch of the step protocol; returns the loss of every step."""
         t = self.cfg.training
         batches = epoch_batches(experiment.splits.train, int(t.batch_size), experiment.seed, epoch)
@@ -147,4 +153,3 @@ class VFL(Strategy):
             if patience is not None and epoch - result.best["epoch"] >= int(patience):
                 log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
                 break
-

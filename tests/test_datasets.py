@@ -1,4 +1,4 @@
-"""Tests for vflfs.datasets loaders, registry, cache and validation errors."""
+"""Tests for vflfs.datasets: registry, data directory, cache, synthetic and benchmark loaders."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import cross_val_score
+
 from vflfs.datasets import (
     DATA_DIR_ENV,
     DataError,

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from vflfs.datasets import DataError, clear_dataset_cache, load_dataset
 
 

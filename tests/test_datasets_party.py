@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from vflfs.datasets import (
     DataError,
     add_spurious_features,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from vflfs.datasets import DataError, SampleSplits, kfold_splits, split_columns, split_samples
 
 

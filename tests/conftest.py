@@ -1,0 +1,16 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (DATA_DIR / "madelon.npz").exists():
+        pytest.fail(f"benchmark data not found in {DATA_DIR}; set VFLFS_DATA_DIR")
+    return DATA_DIR

@@ -1,0 +1,31 @@
+"""Helpers shared by the tests: small run configurations and an in-process runner."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vflfs.client_app.app import app as client_app
+from vflfs.federation import LocalGrid
+from vflfs.runtime.config import compose_config
+from vflfs.server_app.run import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("VFLFS_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+
+# A small MADELON-like problem that trains in a second or two.
+TINY = (
+    "dataset.params.n_samples=600 dataset.params.n_features=40 dataset.params.n_informative=4 "
+    "dataset.params.n_redundant=4 dataset.params.n_clusters_per_class=2 training.batch_size=64"
+)
+
+
+def tiny_config(extra: str = ""):
+    """The tiny problem's config with extra Hydra overrides."""
+    return compose_config(f"{TINY} {extra}")
+
+
+def run_local(cfg, out_dir, num_parties: int | None = None, observers=None) -> dict:
+    """Run ``cfg`` over a LocalGrid (the real ClientApp, in process)."""
+    grid = LocalGrid(client_app, num_parties or int(cfg.split.num_parties))
+    return run_experiment(grid, cfg, out_dir, observers=observers)

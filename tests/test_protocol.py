@@ -1,0 +1,150 @@
+"""The VFL step protocol over the real ClientApp, in process (LocalGrid)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vflfs.client_app import state
+from vflfs.client_app.data import party_data
+from vflfs.federation import PartyError
+from vflfs.ml.models import BottomSpec, TopSpec
+from vflfs.ml.reference import SplitModel
+from vflfs.runtime.config import compose_config
+from vflfs.server_app.experiment import Experiment
+
+from helpers import run_local, tiny_config
+
+
+def reference_losses(cfg) -> list[float]:
+    """The same split model trained in one process with the same seed and batches."""
+    exp = Experiment.from_config(cfg)
+    views = [party_data(exp.party_spec(m)["data"], exp.splits.train).X for m in range(3)]
+    t = cfg.training
+    model = SplitModel(
+        views,
+        exp.task,
+        BottomSpec.from_dict(dict(cfg.model.bottom)),
+        TopSpec.from_dict(dict(cfg.model.top)),
+        {"name": str(t.optimizer), "lr": float(t.lr)},
+        exp.seed,
+    )
+    return model.fit(exp.splits.train, exp.y, int(t.epochs), int(t.batch_size), exp.seed)
+
+
+@pytest.mark.parametrize("model", ["mlp", "linear"])
+def test_federated_run_equals_centralised_split_model(tmp_path, model):
+    cfg = tiny_config(f"model={model} training.epochs=3 training.patience=null")
+    federated = run_local(cfg, tmp_path)["step_losses"]
+    central = reference_losses(cfg)
+    assert len(federated) == len(central) == 3 * 6  # 360 train rows / 64 = 6 batches
+    np.testing.assert_allclose(federated, central, rtol=1e-5, atol=1e-6)
+    assert central[-1] < central[0]
+
+
+def test_regression_task_reports_r2(tmp_path):
+    cfg = compose_config(
+        "dataset=friedman dataset.params.n_samples=500 dataset.params.n_features=30 "
+        "training.epochs=15 training.batch_size=64"
+    )
+    summary = run_local(cfg, tmp_path)
+    assert summary["metric"] == "r2"
+    assert summary["test_metric"] > 0.3
+    assert federated_equals_reference(cfg, summary)
+
+
+def federated_equals_reference(cfg, summary) -> bool:
+    return np.allclose(summary["step_losses"], reference_losses(cfg), rtol=1e-5, atol=1e-6)
+
+
+def test_local_steps_send_fewer_messages_and_still_learn(tmp_path):
+    common = "training.epochs=12 training.patience=null"
+    exact = run_local(tiny_config(common), tmp_path / "k1")
+    batched = run_local(tiny_config(f"{common} training.local_steps=3"), tmp_path / "k3")
+    rt = lambda s: s["communication"]["phases"]["training"]["round_trips"]  # noqa: E731
+    assert rt(exact) == 12 * (6 + 1)  # 6 steps + the final gradients, per epoch
+    assert rt(batched) == 12 * (2 + 1)
+    losses = np.reshape(batched["step_losses"], (12, 6)).mean(axis=1)
+    assert losses[-1] < losses[0] - 0.05
+    assert batched["test_metric"] > 0.65
+    assert len(batched["step_losses"]) == len(exact["step_losses"])
+    # Embeddings and gradients are the same size whatever K is.
+    tb = lambda s, d: s["communication"]["phases"]["training"][f"bytes_{d}"]  # noqa: E731
+    assert tb(batched, "up") == pytest.approx(tb(exact, "up"), rel=0.05)
+
+
+def test_state_is_restored_from_context_when_the_cache_is_dropped(tmp_path, monkeypatch):
+    """Dropping the in-process cache before every message (as a fresh process or another Ray
+    actor would) must not change the result: context.state is the source of truth."""
+    cfg = tiny_config("training.epochs=2")
+    cached = run_local(cfg, tmp_path / "a")["step_losses"]
+    original = state.restore
+    misses = []
+
+    def restore_without_cache(context):
+        state._CACHE.clear()
+        misses.append(1)
+        return original(context)
+
+    monkeypatch.setattr(state, "restore", restore_without_cache)
+    restored = run_local(cfg, tmp_path / "b")["step_losses"]
+    assert len(misses) > 20
+    np.testing.assert_allclose(restored, cached, rtol=1e-6)
+
+
+def test_cache_is_ignored_when_context_state_is_newer():
+    """A cached party whose version differs from context.state is not used."""
+    from flwr.app import Context, RecordDict
+
+    cfg = tiny_config()
+    exp = Experiment.from_config(cfg)
+    spec = exp.party_spec(0)
+    ctx = Context(run_id=7, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    party = state.build_party(spec, exp.splits.train)
+    state.save(ctx, party, spec, "n1", exp.splits.train)
+    party.apply_gradient(np.arange(4), np.ones((4, 16), np.float32))  # trained, not saved
+    stale = party.model.net[0].weight.detach().clone()
+    # Another actor saved a newer version of this party into context.state:
+    other = state.build_party(spec, exp.splits.train)
+    state.save(ctx, other, spec, "n1")
+    state._CACHE[(7, 1)] = ("n1", 0, party)  # this process still caches version 0
+    restored, _, _ = state.restore(ctx)
+    assert restored is not party
+    assert not np.allclose(restored.model.net[0].weight.detach(), stale)
+    np.testing.assert_array_equal(
+        restored.model.net[0].weight.detach(), other.model.net[0].weight.detach()
+    )
+
+
+def test_party_failure_names_the_party(tmp_path, monkeypatch):
+    from vflfs.strategies.vfl import VFL
+
+    original = VFL.party_spec
+
+    def broken(self, experiment, m):
+        spec = original(self, experiment, m)
+        if m == 1:
+            spec["model"]["activation"] = "nosuch"
+        return spec
+
+    monkeypatch.setattr(VFL, "party_spec", broken)
+    with pytest.raises(PartyError, match=r"party 1 failed in 'query.setup'.*nosuch"):
+        run_local(tiny_config(), tmp_path)
+    assert not (tmp_path / "results.json").exists()
+    assert "party 1" in (tmp_path / "error.txt").read_text()
+
+
+def test_results_files(tmp_path):
+    summary = run_local(tiny_config("training.epochs=4 training.patience=1"), tmp_path)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["test_metric"] == summary["test_metric"]
+    lines = (tmp_path / "history.csv").read_text().splitlines()
+    assert lines[0].startswith("epoch,train_loss,val_loss,val_metric,test_loss,test_metric")
+    assert len(lines) == 1 + summary["epochs_run"]
+    assert (tmp_path / "config.yaml").read_text().count("training:") == 1
+    comm = summary["communication"]["phases"]
+    assert set(comm) == {"setup", "training", "evaluation"}
+    assert all(comm[p]["bytes_up"] > 0 and comm[p]["bytes_down"] > 0 for p in comm)
+    assert summary["selection"]["ratio"] == 1.0
