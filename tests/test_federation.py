@@ -1,0 +1,59 @@
+"""Payload codec and byte accounting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.app import Message
+from flwr.supercore.task_identity import TaskIdentity
+
+from vflfs.federation import DOWN, UP, Traffic, decode, encode, message_bytes
+
+
+def test_payload_round_trip():
+    payload = {
+        "rows": np.arange(10, dtype=np.int64),
+        "grads": [np.ones((3, 4), np.float32), np.zeros((2, 4), np.float32)],
+        "spec": '{"a": 1}',
+        "lr": 0.5,
+        "empty": [],
+    }
+    back = decode(encode(payload))
+    np.testing.assert_array_equal(back["rows"], payload["rows"])
+    assert [g.shape for g in back["grads"]] == [(3, 4), (2, 4)]
+    assert back["grads"][0].dtype == np.float32
+    assert back["spec"] == '{"a": 1}' and back["lr"] == 0.5 and back["empty"] == []
+
+
+def test_reserved_separator_is_rejected():
+    with pytest.raises(ValueError, match="must not contain"):
+        encode({"a#b": 1})
+
+
+@pytest.mark.parametrize("n", [16, 1024, 100_000])
+def test_message_bytes_count_the_array_payload(n):
+    """An n-float32 array costs 4n bytes plus a small constant framing overhead."""
+    empty = message_bytes(encode({"x": np.zeros(0, np.float32)}))
+    full = message_bytes(encode({"x": np.zeros(n, np.float32)}))
+    assert 4 * n <= full - empty <= 4 * n + 16
+
+
+def test_traffic_by_phase_and_direction():
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    traffic = Traffic()
+    small = Message(encode({"x": np.zeros(10, np.float32)}), dst_node_id=1, message_type="query.a")
+    big = Message(encode({"x": np.zeros(1000, np.float32)}), dst_node_id=1, message_type="query.a")
+    with traffic.in_phase("training"):
+        traffic.record(small, DOWN)
+        traffic.record(big, UP)
+        traffic.record(big, UP)
+    with traffic.in_phase("evaluation"):
+        traffic.record(small, UP)
+    s = traffic.summary()
+    assert s["phases"]["training"]["bytes_up"] == 2 * message_bytes(big.content)
+    assert s["phases"]["training"]["bytes_down"] == message_bytes(small.content)
+    assert s["phases"]["training"]["messages_up"] == 2
+    assert s["phases"]["evaluation"]["bytes_down"] == 0
+    assert s["bytes_up"] == 2 * message_bytes(big.content) + message_bytes(small.content)
+    assert s["mb"] == pytest.approx(traffic.total_bytes() / 2**20)
+    assert traffic.phase == "setup"
