@@ -32,7 +32,8 @@ def setup(session: Session, payload: Payload) -> Payload:
             f"setup for party {spec['index']} reached the node with partition-id "
             f"{session.partition_id}"
         )
-    party = session.create(spec, payload["nonce"], np.asarray(payload["train_rows"]))
+    rows = {"train": np.asarray(payload["train_rows"]), "eval": np.asarray(payload["eval_rows"])}
+    party = session.create(spec, payload["nonce"], rows)
     return {
         "n_features": party.n_features,
         "spurious": np.flatnonzero(party.data.spurious).astype(np.int64),
@@ -44,9 +45,9 @@ def setup(session: Session, payload: Payload) -> Payload:
 def step(session: Session, payload: Payload) -> Payload:
     """Apply the gradients of the last batches, then embed the next ones (one round-trip).
 
-    Payload: ``grads`` (one array per pending batch, possibly absent), ``batches`` (row indices
-    of the next K batches, possibly absent) and ``eval_rows`` (rows to embed in evaluation
-    mode after the update, possibly absent).
+    Payload: ``grads`` (one array per pending batch, possibly empty), ``batches`` (row indices
+    of the next K batches, possibly empty) and ``evaluate`` (also return evaluation-mode
+    embeddings of the evaluation rows given at setup, after the update).
     """
     party = session.party
     grads = payload.get("grads") or []
@@ -63,8 +64,8 @@ def step(session: Session, payload: Payload) -> Payload:
     reply: Payload = {}
     if batches:
         reply["embeddings"] = [party.forward(b) for b in party.pending]
-    if "eval_rows" in payload:
-        reply["eval_embeddings"] = party.embed(np.asarray(payload["eval_rows"]))
+    if payload.get("evaluate"):
+        reply["eval_embeddings"] = party.embed(party.eval_rows)
     return reply
 
 

@@ -53,6 +53,7 @@ class Party:
         opt = dict(spec.optimizer)
         self.optimizer = make_optimizer(self.model.parameters(), opt.pop("name", "adam"), **opt)
         self.pending: list[np.ndarray] = []
+        self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
 
     @property

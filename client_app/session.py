@@ -17,7 +17,7 @@ class Session:
         self._party: Party | None = None
         self._spec: dict | None = None
         self._nonce = ""
-        self._train_rows: np.ndarray | None = None
+        self._rows: dict[str, np.ndarray] | None = None
         self.changed = False
 
     @property
@@ -39,16 +39,16 @@ class Session:
         _ = self.party
         return self._spec
 
-    def create(self, spec: dict, nonce: str, train_rows: np.ndarray) -> Party:
+    def create(self, spec: dict, nonce: str, rows: dict[str, np.ndarray]) -> Party:
         """Build a fresh party (a setup message); it is saved when the operation ends."""
-        self._party = state.build_party(spec, train_rows)
-        self._spec, self._nonce, self._train_rows = spec, nonce, train_rows
+        self._party = state.build_party(spec, rows)
+        self._spec, self._nonce, self._rows = spec, nonce, rows
         self.changed = True
         return self._party
 
     def save(self) -> None:
         if self.changed and self._party is not None:
-            state.save(self.context, self._party, self._spec, self._nonce, self._train_rows)
+            state.save(self.context, self._party, self._spec, self._nonce, self._rows)
 
     def discard(self) -> None:
         """Forget the live party after a failure, so the next message restores saved state."""

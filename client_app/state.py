@@ -20,7 +20,7 @@ from .data import party_data
 from .party import Party, PartySpec
 
 META = "vflfs.meta"
-ROWS = "vflfs.train_rows"
+ROWS = "vflfs.rows"
 _ARRAY_GROUPS = ("model", "optim", "pending")
 _CACHE: dict[tuple[int, int], tuple[str, int, Party]] = {}
 
@@ -39,20 +39,22 @@ class CacheStats:
 STATS = CacheStats()
 
 
-def build_party(spec: dict, train_rows: np.ndarray) -> Party:
-    """A fresh party from its setup instructions."""
-    return Party(PartySpec.from_dict(spec), party_data(spec["data"], train_rows))
+def build_party(spec: dict, rows: dict[str, np.ndarray]) -> Party:
+    """A fresh party from its setup instructions and the server's row sets (train, eval)."""
+    party = Party(PartySpec.from_dict(spec), party_data(spec["data"], rows["train"]))
+    party.eval_rows = rows.get("eval", np.zeros(0, np.int64))
+    return party
 
 
-def save(context: Context, party: Party, spec: dict, nonce: str, train_rows=None) -> None:
+def save(context: Context, party: Party, spec: dict, nonce: str, rows: dict | None = None) -> None:
     """Write the party into ``context.state`` and bump its version."""
     meta = context.state.get(META)
     version = int(meta["version"]) + 1 if meta is not None else 0
     context.state[META] = ConfigRecord(
         {"spec": json.dumps(spec), "nonce": nonce, "version": version}
     )
-    if train_rows is not None:
-        context.state[ROWS] = ArrayRecord({"rows": to_array(train_rows)})
+    if rows is not None:
+        context.state[ROWS] = ArrayRecord({k: to_array(v) for k, v in rows.items()})
     for group, arrays in party.state_arrays().items():
         context.state[f"vflfs.{group}"] = ArrayRecord({k: to_array(v) for k, v in arrays.items()})
     _CACHE[(context.run_id, context.node_id)] = (nonce, version, party)
@@ -73,7 +75,7 @@ def restore(context: Context) -> tuple[Party, dict, str]:
         STATS.hits += 1
         return cached[2], spec, nonce
     STATS.misses += 1
-    party = build_party(spec, from_array(context.state[ROWS]["rows"]))
+    party = build_party(spec, {k: from_array(a) for k, a in context.state[ROWS].items()})
     party.load_state_arrays(
         {
             g: {k: from_array(a) for k, a in context.state[f"vflfs.{g}"].items()}

@@ -42,10 +42,12 @@ class Traffic:
             self.seconds[phase] += time.perf_counter() - start
             self.phase = previous
 
-    def record(self, message: Message, direction: str) -> int:
+    def record(self, message: Message, direction: str, phase: str | None = None) -> int:
+        """Count ``message`` under ``phase`` (default: the current phase)."""
         size = message_bytes(message.content)
-        self.bytes[(self.phase, direction)] += size
-        self.messages[(self.phase, direction)] += 1
+        key = (phase or self.phase, direction)
+        self.bytes[key] += size
+        self.messages[key] += 1
         return size
 
     def total_bytes(self, phase: str | None = None, direction: str | None = None) -> int:

@@ -39,14 +39,15 @@ class VFL(Strategy):
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
         nonce = uuid.uuid4().hex
-        train = experiment.splits.train
+        splits = experiment.splits
         replies = federation.send(
             "query.setup",
             {
                 m: {
                     "spec": json.dumps(self.party_spec(experiment, m)),
                     "nonce": nonce,
-                    "train_rows": train,
+                    "train_rows": splits.train,
+                    "eval_rows": np.concatenate([splits.val, splits.test]),
                 }
                 for m in range(experiment.num_parties)
             },
@@ -86,35 +87,44 @@ class VFL(Strategy):
     # -- training -------------------------------------------------------------------------
     def train_epoch(
         self, federation: Federation, experiment: Experiment, epoch: int
-    ) -> list[float]:
-        """One epoch of the step protocol; returns the loss of every step."""
+    ) -> tuple[list[float], list[np.ndarray]]:
+        """One epoch of the step protocol, ending with an evaluation round.
+
+        Returns the loss of every step and each party's embeddings of the evaluation rows
+        (validation then test), computed after the epoch's last update. The last gradients
+        travel with the evaluation request, so an epoch costs ceil(steps / K) + 1 round-trips.
+        """
         t = self.cfg.training
         batches = epoch_batches(experiment.splits.train, int(t.batch_size), experiment.seed, epoch)
+        parties = range(experiment.num_parties)
         losses: list[float] = []
-        grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
-        for group in [*chunked(batches, int(t.local_steps)), []]:
+        grads: list[list[np.ndarray]] = [[] for _ in parties]
+        for group in chunked(batches, int(t.local_steps)):
             replies = federation.send(
-                "train.step", {m: {"grads": grads[m], "batches": group} for m in range(len(grads))}
+                "train.step", {m: {"grads": grads[m], "batches": group} for m in parties}
             )
-            grads = [[] for _ in grads]
+            grads = [[] for _ in parties]
             for k, rows in enumerate(group):
                 loss, g = self.server.step(
-                    [replies[m]["embeddings"][k] for m in range(len(grads))], experiment.y[rows]
+                    [replies[m]["embeddings"][k] for m in parties], experiment.y[rows]
                 )
                 losses.append(loss)
-                for m, gm in enumerate(g):
-                    grads[m].append(gm)
-        return losses
+                for m in parties:
+                    grads[m].append(g[m])
+        replies = federation.send(
+            "train.step",
+            {m: {"grads": grads[m], "evaluate": True} for m in parties},
+            up_phase="evaluation",
+        )
+        return losses, [replies[m]["eval_embeddings"] for m in parties]
 
-    def evaluate(self, federation: Federation, experiment: Experiment) -> dict:
-        """Validation and test scores from one forward-only round."""
+    def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
+        """Validation and test scores of the parties' evaluation-row embeddings."""
         val, test = experiment.splits.val, experiment.splits.test
-        rows = np.concatenate([val, test])
-        replies = federation.broadcast("query.embed", {"rows": rows})
-        emb = [r["embeddings"] for r in replies]
-        val_loss, val_metric = self.server.evaluate([e[: len(val)] for e in emb], experiment.y[val])
+        n = len(val)
+        val_loss, val_metric = self.server.evaluate([e[:n] for e in embeddings], experiment.y[val])
         test_loss, test_metric = self.server.evaluate(
-            [e[len(val) :] for e in emb], experiment.y[test]
+            [e[n:] for e in embeddings], experiment.y[test]
         )
         return {
             "val_loss": val_loss,
@@ -135,9 +145,9 @@ class VFL(Strategy):
         start = time.perf_counter()
         for epoch in range(int(t.epochs)):
             with federation.traffic.in_phase("training"):
-                losses = self.train_epoch(federation, experiment, epoch)
+                losses, embeddings = self.train_epoch(federation, experiment, epoch)
             with federation.traffic.in_phase("evaluation"):
-                scores = self.evaluate(federation, experiment)
+                scores = self.evaluate(experiment, embeddings)
             result.step_losses.extend(losses)
             row = {
                 "epoch": epoch,

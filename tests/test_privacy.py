@@ -105,7 +105,7 @@ def secrets(cfg):
 def test_every_message_of_a_simulation_is_clean(recorded_run):
     cfg, recorder = recorded_run
     ops = {(d, op) for d, _, op, _ in recorder.messages}
-    assert {(UP, "train.step"), (DOWN, "train.step"), (UP, "query.embed")} <= ops
+    assert {(UP, "train.step"), (DOWN, "train.step"), (UP, "query.setup")} <= ops
     assert len(recorder.messages) > 100
     features, labels = secrets(cfg)
     shares = audit(recorder.messages, features, labels)
@@ -143,7 +143,7 @@ def test_classification_labels_never_travel(tmp_path):
         arrays = content.get("arrays", {})
         for key, array in arrays.items():
             name = key.split("#")[0]
-            assert name in {"train_rows", "batches", "grads", "rows"}, (op, key)
+            assert name in {"train_rows", "eval_rows", "batches", "grads", "rows"}, (op, key)
             values = from_array(array)
             if name == "grads":
                 assert values.dtype == np.float32 and values.ndim == 2
@@ -151,7 +151,8 @@ def test_classification_labels_never_travel(tmp_path):
                 assert values.dtype == np.int64
                 assert not np.array_equal(values, y[values])
         config = content.get("config", {})
-        assert set(config) <= {"spec", "nonce", "batches#len", "grads#len", "batches", "grads"}
+        allowed = {"spec", "nonce", "batches#len", "grads#len", "batches", "grads", "evaluate"}
+        assert set(config) <= allowed, (op, set(config))
         assert all(config[k] == [] for k in ("batches", "grads") if k in config)
         if "spec" in config:
             assert "label" not in config["spec"] and '"y"' not in config["spec"]

@@ -64,7 +64,7 @@ def test_local_steps_send_fewer_messages_and_still_learn(tmp_path):
     exact = run_local(tiny_config(common), tmp_path / "k1")
     batched = run_local(tiny_config(f"{common} training.local_steps=3"), tmp_path / "k3")
     rt = lambda s: s["communication"]["phases"]["training"]["round_trips"]  # noqa: E731
-    assert rt(exact) == 12 * (6 + 1)  # 6 steps + the final gradients, per epoch
+    assert rt(exact) == 12 * (6 + 1)  # 6 steps + the final gradients with evaluation
     assert rt(batched) == 12 * (2 + 1)
     losses = np.reshape(batched["step_losses"], (12, 6)).mean(axis=1)
     assert losses[-1] < losses[0] - 0.05
@@ -102,12 +102,13 @@ def test_cache_is_ignored_when_context_state_is_newer():
     exp = Experiment.from_config(cfg)
     spec = exp.party_spec(0)
     ctx = Context(run_id=7, node_id=1, node_config={}, state=RecordDict(), run_config={})
-    party = state.build_party(spec, exp.splits.train)
-    state.save(ctx, party, spec, "n1", exp.splits.train)
+    rows = {"train": exp.splits.train, "eval": exp.splits.test}
+    party = state.build_party(spec, rows)
+    state.save(ctx, party, spec, "n1", rows)
     party.apply_gradient(np.arange(4), np.ones((4, 16), np.float32))  # trained, not saved
     stale = party.model.net[0].weight.detach().clone()
     # Another actor saved a newer version of this party into context.state:
-    other = state.build_party(spec, exp.splits.train)
+    other = state.build_party(spec, rows)
     state.save(ctx, other, spec, "n1")
     state._CACHE[(7, 1)] = ("n1", 0, party)  # this process still caches version 0
     restored, _, _ = state.restore(ctx)
@@ -146,5 +147,10 @@ def test_results_files(tmp_path):
     assert (tmp_path / "config.yaml").read_text().count("training:") == 1
     comm = summary["communication"]["phases"]
     assert set(comm) == {"setup", "training", "evaluation"}
-    assert all(comm[p]["bytes_up"] > 0 and comm[p]["bytes_down"] > 0 for p in comm)
+    assert all(comm[p]["bytes_up"] > 0 for p in comm)
+    assert comm["setup"]["bytes_down"] > 0 and comm["training"]["bytes_down"] > 0
+    # Evaluation embeddings: rows x 16 float32 per party per epoch, plus framing.
+    n_eval = summary["samples"]["val"] + summary["samples"]["test"]
+    per_epoch = comm["evaluation"]["bytes_up"] / summary["epochs_run"]
+    assert 3 * n_eval * 16 * 4 <= per_epoch <= 3 * n_eval * 16 * 4 * 1.05
     assert summary["selection"]["ratio"] == 1.0
