@@ -1,7 +1,7 @@
 """``vflfs-run``: the Hydra command line. ``-m`` sweeps run one simulation per job.
 
-    vflfs-run dataset=phishing split=even split.num_parties=3 seed=1
-    vflfs-run -m seed=0,1,2 training.local_steps=1,4
+vflfs-run dataset=phishing split=even split.num_parties=3 seed=1
+vflfs-run -m seed=0,1,2 training.local_steps=1,4
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from .config import CONF_DIR
@@ -21,16 +22,29 @@ log = logging.getLogger("vflfs")
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def run(cfg: DictConfig) -> float:
-    out_dir = Path(cfg.output_dir) if cfg.get("output_dir") else Path(
-        HydraConfig.get().runtime.output_dir
-    )
+    out_dir = job_output_dir(cfg)
     summary = simulate(cfg, out_dir)
     log.info(
         "test %s %.4f (best epoch %d); %.2f MB; results in %s",
-        summary["metric"], summary["test_metric"], summary["best_epoch"],
-        summary["communication"]["mb"], out_dir,
+        summary["metric"],
+        summary["test_metric"],
+        summary["best_epoch"],
+        summary["communication"]["mb"],
+        out_dir,
     )
     return float(summary["test_metric"])
+
+
+def job_output_dir(cfg: DictConfig) -> Path:
+    """``output_dir`` if set (one sub-folder per job under ``-m``), else Hydra's job folder."""
+    hydra_cfg = HydraConfig.get()
+    if not cfg.get("output_dir"):
+        return Path(hydra_cfg.runtime.output_dir)
+    out_dir = Path(str(cfg.output_dir)).expanduser().absolute()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        # Every job of a sweep would otherwise overwrite the same results.json.
+        out_dir = out_dir / str(hydra_cfg.job.num)
+    return out_dir
 
 
 def main() -> None:

@@ -42,8 +42,9 @@ def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | N
     from flwr.simulation import run_simulation
 
     from vflfs.client_app.app import app as client_app
-    from vflfs.server_app.run import run_experiment
+    from vflfs.server_app.run import prepare, run_experiment
 
+    prepare(cfg, out_dir)  # fail on bad input before Ray starts
     outcome: dict = {}
     server_app = ServerApp()
 

@@ -2,25 +2,65 @@
 
 Run config keys (``--run-config``): ``hydra-overrides`` (e.g. ``"dataset=madelon seed=1"``) and
 ``output-dir``.
+
+Under ``flwr run`` the ServerApp runs in a process that the SuperLink starts, in the SuperLink's
+working directory, not in the directory where ``flwr run`` was typed (for the ``:local:``
+SuperLink, that is wherever the first ``flwr`` command started it). So ``output-dir`` (or the
+``output_dir`` Hydra key) must be an absolute path; a relative one fails the run with a message
+saying so. When neither is set, results go to ``<SuperLink cwd>/outputs/<time>``; the folder
+is logged (``run_experiment``'s first line, streamed by ``flwr run --stream``).
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from vflfs.runtime.config import compose_config
+from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.results import default_output_dir
 
 from .run import run_experiment
+
+log = logging.getLogger("vflfs")
 
 app = ServerApp()
 
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
+    _log_to_stream()
     cfg = compose_config(str(context.run_config.get("hydra-overrides", "")))
-    out = str(context.run_config.get("output-dir", "") or cfg.get("output_dir") or "")
-    run_experiment(grid, cfg, Path(out) if out else default_output_dir())
+    out_dir = resolve_output_dir(
+        str(context.run_config.get("output-dir", "") or ""), cfg.get("output_dir")
+    )
+    run_experiment(grid, cfg, out_dir)
+
+
+def resolve_output_dir(run_config_value: str, hydra_value: str | None) -> Path:
+    """The run's output folder: ``output-dir``, else Hydra's ``output_dir``, else a default."""
+    for key, value in (("output-dir", run_config_value), ("output_dir", hydra_value)):
+        if not value:
+            continue
+        path = Path(str(value)).expanduser()
+        if not path.is_absolute():
+            raise ConfigError(
+                f"{key} must be an absolute path under `flwr run`, got {value!r}: the ServerApp "
+                f"runs in the SuperLink's working directory ({Path.cwd()}), not where `flwr run` "
+                f"was called; fix: give an absolute path (e.g. $PWD/{value})"
+            )
+        return path
+    return default_output_dir()
+
+
+def _log_to_stream() -> None:
+    """Show vflfs's INFO lines (epochs, output folder) in ``flwr run --stream`` and log files."""
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)-8s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False

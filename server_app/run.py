@@ -13,11 +13,24 @@ from omegaconf import DictConfig, OmegaConf
 from vflfs.federation import Federation, Observer
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
-from vflfs.strategies import RunResult, make_strategy
+from vflfs.strategies import RunResult, Strategy, make_strategy
 
 from .experiment import Experiment
 
 log = logging.getLogger("vflfs")
+
+
+def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]:
+    """Every check that needs no party: config, data, splits, strategy name.
+
+    A failure writes ``error.txt`` into ``out_dir`` and raises, before any message is sent.
+    """
+    try:
+        check_config(cfg)
+        return Experiment.from_config(cfg), make_strategy(cfg)
+    except BaseException as error:
+        files.write_error(Path(out_dir), error)
+        raise
 
 
 def run_experiment(
@@ -29,10 +42,8 @@ def run_experiment(
     """Check the config, train with its strategy over ``grid``, write the output folder."""
     out_dir = Path(out_dir)
     start = time.perf_counter()
+    experiment, strategy = prepare(cfg, out_dir)
     try:
-        check_config(cfg)
-        experiment = Experiment.from_config(cfg)
-        strategy = make_strategy(cfg)
         files.write_config(out_dir, cfg)
         f = cfg.federation
         federation = Federation(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_config
 
 from vflfs.ml.devices import resolve_device
 from vflfs.runtime.simulation import backend_config
+
+from helpers import tiny_config
 
 
 def test_cpu_is_always_available():

@@ -1,0 +1,94 @@
+"""``vflfs-run`` (the Hydra command line) as a real process: failures and ``-m`` sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+
+from vflfs.runtime.cli import job_output_dir
+from vflfs.runtime.config import CONF_DIR
+from vflfs.runtime.results import is_complete
+
+from flower_procs import ProcessTag, run_process, tool
+
+TINY = ["dataset.params.n_samples=600", "dataset.params.n_features=40", "device=cpu"]
+
+
+@pytest.fixture
+def tag():
+    """Marks the processes a test starts; fails the test if any is left running."""
+    tag = ProcessTag()
+    yield tag
+    left = tag.wait_gone(20.0)
+    killed = tag.kill_all() if left else []
+    assert not left, f"processes left behind: {killed}"
+
+
+def vflfs_run(tag: ProcessTag, cwd: Path, *args: str):
+    result = run_process([tool("vflfs-run"), *args], env=tag.env(), cwd=cwd, timeout=600)
+    return result, result.stdout + result.stderr
+
+
+def test_unknown_dataset_fails_and_lists_the_datasets(tag, tmp_path):
+    out = tmp_path / "out"
+    result, text = vflfs_run(
+        tag, tmp_path, "dataset.name=nosuch", "training.epochs=1", f"output_dir={out}",
+        f"hydra.run.dir={tmp_path}/h",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "unknown dataset 'nosuch'" in text
+    assert "synthetic_madelon" in text and "madelon" in text
+    assert not (out / "results.json").exists()
+    assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
+
+
+def test_split_sizes_that_do_not_add_up_fail(tag, tmp_path):
+    out = tmp_path / "out"
+    result, text = vflfs_run(
+        tag, tmp_path, *TINY, "training.epochs=1", "split=sizes", "split.sizes=[10,10]",
+        f"output_dir={out}", f"hydra.run.dir={tmp_path}/h",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "add up to 20 but the data has 40 columns" in text
+    assert not (out / "results.json").exists()
+
+
+def test_multirun_writes_one_complete_folder_per_job(tag, tmp_path):
+    sweep = tmp_path / "sweep"
+    result, text = vflfs_run(
+        tag, tmp_path, "-m", "seed=0,1", *TINY, "training.epochs=1", f"hydra.sweep.dir={sweep}"
+    )
+    assert result.returncode == 0, text
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [p.name for p in jobs] == ["0", "1"]
+    for seed, job in enumerate(jobs):
+        assert is_complete(job), job
+        assert (job / "history.csv").exists() and (job / "config.yaml").exists()
+        results = json.loads((job / "results.json").read_text())
+        assert results["seed"] == seed
+        assert results["epochs_run"] == 1
+    # Nothing landed in the working directory (Hydra's default ./outputs, ./multirun).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("RUN", "out"), ("MULTIRUN", "out/3")])
+def test_output_dir_gets_one_folder_per_sweep_job(tmp_path, mode, expected):
+    """With ``output_dir`` set, jobs of a sweep must not overwrite each other's results."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "config",
+            overrides=[f"output_dir={tmp_path}/out", f"hydra.mode={mode}", "hydra.job.num=3"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        assert job_output_dir(cfg) == tmp_path / expected
+    finally:
+        HydraConfig.instance().cfg = None
+        GlobalHydra.instance().clear()

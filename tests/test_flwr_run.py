@@ -1,0 +1,130 @@
+"""``flwr run .`` on a real simulation SuperLink (own free port, own FLWR_HOME, no installs).
+
+One SuperLink serves the whole module; its teardown checks that no process it started is left.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from flower_procs import REPO, FlowerStack, ProcessTag, run_process, tool
+
+# Tiny and CPU-only, so that both entry points compute the same thing on any machine.
+TINY = "training.epochs=2 dataset.params.n_samples=600 dataset.params.n_features=40 device=cpu"
+FEDERATION = "num-supernodes=3"  # = split.num_parties (default 3)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    stack = FlowerStack(tmp_path_factory.mktemp("flwr-stack"))
+    try:
+        stack.start_superlink(simulation=True)
+        yield stack
+    finally:
+        killed = stack.stop()
+    assert not killed, f"processes had to be killed: {killed}"
+    assert not stack.leftovers(), stack.leftovers()
+    # Nothing was installed at run time (runtime-envs/<run_id> would hold a per-run venv).
+    assert not (stack.home / "runtime-envs").exists()
+
+
+def flwr_run(stack: FlowerStack, overrides: str, output_dir: str):
+    """The documented command, from the repository root: ``flwr run . <conn> --stream -c
+    "hydra-overrides='...' output-dir='...'" --federation-config "num-supernodes=3"``."""
+    run = stack.run_app(
+        ".",
+        run_config=f"hydra-overrides='{overrides}' output-dir='{output_dir}'",
+        federation_config=FEDERATION,
+        cwd=REPO,
+    )
+    assert run.run_id is not None, run.output
+    return run
+
+
+@pytest.fixture(scope="module")
+def completed(stack, tmp_path_factory):
+    out = tmp_path_factory.mktemp("flwr-run") / "out"
+    run = flwr_run(stack, TINY, str(out))
+    return run, out
+
+
+def test_flwr_run_writes_the_output_folder(stack, completed):
+    run, out = completed
+    assert run.returncode == 0, run.output
+    status = stack.run_status(run.run_id)
+    assert status["status"] == "finished:completed", status
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "history.csv", "results.json"]
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "completed"
+    # The Hydra overrides reached the ServerApp.
+    assert results["config"]["training"]["epochs"] == 2
+    assert results["config"]["dataset"]["params"]["n_features"] == 40
+    assert results["epochs_run"] == 2
+    assert len(results["parties"]) == 3
+    assert sum(results["samples"].values()) == 600
+    with (out / "history.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 2
+    assert "n_features: 40" in (out / "config.yaml").read_text()
+    # vflfs's log lines are streamed, including where the results went.
+    assert str(out) in run.output
+
+
+def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
+    run, flwr_out = completed
+    flwr_results = json.loads((flwr_out / "results.json").read_text())
+
+    tag = ProcessTag()
+    out = tmp_path / "cli"
+    try:
+        cli = run_process(
+            [tool("vflfs-run"), *TINY.split(), f"output_dir={out}", f"hydra.run.dir={tmp_path}/h"],
+            env=tag.env(),
+            cwd=tmp_path,
+            timeout=600,
+        )
+    finally:
+        left = tag.wait_gone(20.0)
+        tag.kill_all()
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert not left, "vflfs-run left processes behind"
+    cli_results = json.loads((out / "results.json").read_text())
+
+    assert len(cli_results["step_losses"]) == len(flwr_results["step_losses"]) > 0
+    np.testing.assert_allclose(cli_results["step_losses"], flwr_results["step_losses"], rtol=1e-5)
+    assert cli_results["test_metric"] == pytest.approx(flwr_results["test_metric"], rel=1e-6)
+    assert cli_results["best_epoch"] == flwr_results["best_epoch"]
+
+
+def test_failed_run_is_reported_failed_without_results(stack, tmp_path):
+    out = tmp_path / "out"
+    run = flwr_run(stack, "training.epochs=1 dataset.name=nosuch", str(out))
+    # `flwr run --stream` exits 0 even when the ServerApp fails: the run's status says it.
+    status = stack.wait_run_finished(run.run_id)
+    assert status["status"] == "finished:failed", status
+    assert "unknown dataset 'nosuch'" in status["status-details"]
+    assert "synthetic_madelon" in status["status-details"]  # it lists the available ones
+    assert "unknown dataset 'nosuch'" in run.output  # and the stream shows the error
+    assert not (out / "results.json").exists()
+    assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
+
+
+def test_relative_output_dir_is_rejected(stack, tmp_path):
+    # The ServerApp runs in the SuperLink's working directory, not in flwr run's.
+    run = flwr_run(stack, "training.epochs=1", "relative/out")
+    status = stack.wait_run_finished(run.run_id)
+    assert status["status"] == "finished:failed", status
+    assert "output-dir must be an absolute path" in status["status-details"]
+    assert not (stack.workdir / "relative").exists() and not (REPO / "relative").exists()
+
+
+def test_unknown_run_config_key_is_refused(stack):
+    result = stack.flwr(
+        "run", str(REPO), stack.connection, "-c", "no-such-key=1", "--federation-config", FEDERATION
+    )
+    assert result.returncode != 0
+    assert "Invalid run configuration" in result.stdout + result.stderr
