@@ -27,6 +27,7 @@ class PartySpec:
     model: dict
     optimizer: dict
     eval_chunk: int = 8192
+    threads: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict) -> PartySpec:
@@ -37,6 +38,7 @@ class PartySpec:
             model=dict(d["model"]),
             optimizer=dict(d["optimizer"]),
             eval_chunk=int(d.get("eval_chunk", 8192)),
+            threads=d.get("threads"),
         )
 
 
@@ -46,6 +48,8 @@ class Party:
     def __init__(self, spec: PartySpec, data: PartyData) -> None:
         self.spec = spec
         self.data = data
+        if spec.threads:
+            torch.set_num_threads(int(spec.threads))
         self.device = resolve_device(spec.device, spec.index)
         self.X = torch.tensor(data.X, device=self.device)
         bottom = BottomSpec.from_dict(spec.model)

@@ -96,33 +96,43 @@ class Federation:
 
     # -- requests ---------------------------------------------------------------------------
     def broadcast(
-        self, operation: str, payload: Payload | None = None, *, up_phase: str | None = None
+        self,
+        operation: str,
+        payload: Payload | None = None,
+        *,
+        reply_phases: Mapping[str, str] | None = None,
     ) -> list[Payload]:
         """Send the same payload to every party; replies in party order."""
         replies = self.send(
-            operation, dict.fromkeys(range(self.num_parties), payload or {}), up_phase=up_phase
+            operation,
+            dict.fromkeys(range(self.num_parties), payload or {}),
+            reply_phases=reply_phases,
         )
         return [replies[m] for m in range(self.num_parties)]
 
     def send(
-        self, operation: str, payloads: Mapping[int, Payload], *, up_phase: str | None = None
+        self,
+        operation: str,
+        payloads: Mapping[int, Payload],
+        *,
+        reply_phases: Mapping[str, str] | None = None,
     ) -> dict[int, Payload]:
         """Send each listed party its payload; replies keyed by party index.
 
-        Traffic counts under the current phase; ``up_phase`` files the replies under another
-        (for a request that finishes one phase and whose answers belong to the next).
+        Traffic counts under the current phase; ``reply_phases`` files named reply entries
+        under another phase (e.g. evaluation embeddings that ride on a training round-trip).
         """
         if not self.node_ids:
             raise PartyError(None, operation, "not connected; call connect() first")
         nodes = {m: self.node_ids[m] for m in payloads}
-        return self._exchange(operation, nodes, payloads, up_phase)
+        return self._exchange(operation, nodes, payloads, reply_phases)
 
     def _exchange(
         self,
         operation: str,
         nodes: Mapping[int, int],
         payloads: Mapping[int, Payload],
-        up_phase: str | None = None,
+        reply_phases: Mapping[str, str] | None = None,
     ) -> dict[int, Payload]:
         group = str(next(self._group))
         sent: dict[str, int] = {}
@@ -137,18 +147,20 @@ class Federation:
             messages, self.grid.push_messages([m for _, m in messages]), strict=True
         ):
             sent[mid] = party
-        replies = self._gather(operation, sent, up_phase or self.traffic.phase)
+        replies = self._gather(operation, sent, reply_phases or {})
         self.traffic.round_trips[self.traffic.phase] += 1
         return replies
 
-    def _gather(self, operation: str, sent: dict[str, int], phase: str) -> dict[int, Payload]:
+    def _gather(
+        self, operation: str, sent: dict[str, int], reply_phases: Mapping[str, str]
+    ) -> dict[int, Payload]:
         waiting = dict(sent)
         replies: dict[int, Payload] = {}
         deadline = time.monotonic() + self.timeout
         while waiting:
             for reply in self.grid.pull_messages(list(waiting)):
                 party = waiting.pop(reply.metadata.reply_to_message_id)
-                replies[party] = self._unpack(party, operation, reply, phase)
+                replies[party] = self._unpack(party, operation, reply, reply_phases)
             if waiting:
                 if time.monotonic() > deadline:
                     missing = ", ".join(f"party {p}" for p in sorted(waiting.values()))
@@ -161,12 +173,14 @@ class Federation:
                 time.sleep(self.poll_interval)
         return replies
 
-    def _unpack(self, party: int, operation: str, reply: Message, phase: str) -> Payload:
+    def _unpack(
+        self, party: int, operation: str, reply: Message, reply_phases: Mapping[str, str]
+    ) -> Payload:
         if reply.has_error():
             raise PartyError(
                 party, operation, f"Flower error {reply.error.code}: {reply.error.reason}"
             )
-        self.traffic.record(reply, UP, phase)
+        self.traffic.record(reply, UP, reply_phases)
         self._notify(UP, party, operation, reply.content)
         error = decode_error(reply.content)
         if error is not None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from flwr.app import Message, RecordDict
-from flwr.common.serde import recorddict_to_proto
+from flwr.common.serde import array_to_proto, recorddict_to_proto
+from flwr.proto.recorddict_pb2 import ArrayRecord as ProtoArrayRecord
+
+from .payload import ARRAYS
 
 MB = 2**20
 DOWN = "down"  # server -> party
@@ -19,6 +22,18 @@ UP = "up"  # party -> server
 def message_bytes(content: RecordDict) -> int:
     """Serialised size of a message's content, as Flower's protobuf encodes it."""
     return recorddict_to_proto(content).ByteSize()
+
+
+def entry_bytes(content: RecordDict, entry: str) -> int:
+    """Bytes that the array payload entry ``entry`` (or list ``entry#i``) takes in ``content``."""
+    if ARRAYS not in content:
+        return 0
+    item = ProtoArrayRecord.Item
+    return sum(
+        item(key=key, value=array_to_proto(array)).ByteSize() + 2
+        for key, array in content[ARRAYS].items()
+        if key == entry or key.startswith(f"{entry}#")
+    )
 
 
 @dataclass
@@ -42,12 +57,20 @@ class Traffic:
             self.seconds[phase] += time.perf_counter() - start
             self.phase = previous
 
-    def record(self, message: Message, direction: str, phase: str | None = None) -> int:
-        """Count ``message`` under ``phase`` (default: the current phase)."""
+    def record(
+        self, message: Message, direction: str, entry_phases: Mapping[str, str] | None = None
+    ) -> int:
+        """Count ``message`` under the current phase, except the payload entries named in
+        ``entry_phases``, whose bytes count under the phase given for them."""
         size = message_bytes(message.content)
-        key = (phase or self.phase, direction)
-        self.bytes[key] += size
-        self.messages[key] += 1
+        own = size
+        for entry, phase in (entry_phases or {}).items():
+            moved = entry_bytes(message.content, entry)
+            if moved:
+                self.bytes[(phase, direction)] += moved
+                own -= moved
+        self.bytes[(self.phase, direction)] += own
+        self.messages[(self.phase, direction)] += 1
         return size
 
     def total_bytes(self, phase: str | None = None, direction: str | None = None) -> int:

@@ -90,6 +90,7 @@ class Experiment:
             "index": m,
             "seed": party_seed(self.seed, m),
             "device": str(cfg.device),
+            "threads": cfg.get("threads"),
             "model": OmegaConf.to_container(cfg.model.bottom, resolve=True),
             "optimizer": {"name": str(cfg.training.optimizer), "lr": float(cfg.training.lr)},
             "eval_chunk": int(cfg.training.eval_chunk),

@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from flwr.serverapp import Grid
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,6 +28,8 @@ def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]
     """
     try:
         check_config(cfg)
+        if cfg.get("threads"):
+            torch.set_num_threads(int(cfg.threads))
         return Experiment.from_config(cfg), make_strategy(cfg)
     except BaseException as error:
         files.write_error(Path(out_dir), error)

@@ -11,7 +11,6 @@ stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import numpy as np
@@ -85,38 +84,37 @@ class VFL(Strategy):
         )
 
     # -- training -------------------------------------------------------------------------
-    def train_epoch(
-        self, federation: Federation, experiment: Experiment, epoch: int
-    ) -> tuple[list[float], list[np.ndarray]]:
-        """One epoch of the step protocol, ending with an evaluation round.
-
-        Returns the loss of every step and each party's embeddings of the evaluation rows
-        (validation then test), computed after the epoch's last update. The last gradients
-        travel with the evaluation request, so an epoch costs ceil(steps / K) + 1 round-trips.
-        """
-        t = self.cfg.training
-        batches = epoch_batches(experiment.splits.train, int(t.batch_size), experiment.seed, epoch)
-        parties = range(experiment.num_parties)
-        losses: list[float] = []
-        grads: list[list[np.ndarray]] = [[] for _ in parties]
-        for group in chunked(batches, int(t.local_steps)):
-            replies = federation.send(
-                "train.step", {m: {"grads": grads[m], "batches": group} for m in parties}
-            )
-            grads = [[] for _ in parties]
-            for k, rows in enumerate(group):
-                loss, g = self.server.step(
-                    [replies[m]["embeddings"][k] for m in parties], experiment.y[rows]
-                )
-                losses.append(loss)
-                for m in parties:
-                    grads[m].append(g[m])
-        replies = federation.send(
-            "train.step",
-            {m: {"grads": grads[m], "evaluate": True} for m in parties},
-            up_phase="evaluation",
+    def exchange(
+        self,
+        federation: Federation,
+        grads: list[list[np.ndarray]],
+        batches: list[np.ndarray],
+        evaluate: bool,
+    ) -> dict[int, dict]:
+        """One round-trip: the last gradients go down with the next batches (and, at an epoch
+        boundary, the evaluation request); embeddings come back."""
+        payloads = {m: {"grads": g, "batches": batches} for m, g in enumerate(grads)}
+        if evaluate:
+            for payload in payloads.values():
+                payload["evaluate"] = True
+        return federation.send(
+            "train.step", payloads, reply_phases={"eval_embeddings": "evaluation"}
         )
-        return losses, [replies[m]["eval_embeddings"] for m in parties]
+
+    def server_steps(
+        self, experiment: Experiment, replies: dict[int, dict], batches: list[np.ndarray]
+    ) -> tuple[list[float], list[list[np.ndarray]]]:
+        """The top model's steps on the returned embeddings; the gradients for each party."""
+        losses: list[float] = []
+        grads: list[list[np.ndarray]] = [[] for _ in replies]
+        for k, rows in enumerate(batches):
+            loss, g = self.server.step(
+                [replies[m]["embeddings"][k] for m in range(len(replies))], experiment.y[rows]
+            )
+            losses.append(loss)
+            for m, gm in enumerate(g):
+                grads[m].append(gm)
+        return losses, grads
 
     def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
         """Validation and test scores of the parties' evaluation-row embeddings."""
@@ -140,26 +138,68 @@ class VFL(Strategy):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
+        """Epochs of the step protocol (SPEC section 3) with early stopping on validation.
+
+        The round-trips never stop at an epoch boundary: epoch e's last gradients and its
+        evaluation request travel with epoch e+1's first batches, so an epoch costs
+        ceil(steps / K) round-trips, plus one at the very end.
+        """
         t = self.cfg.training
-        patience = t.get("patience")
-        start = time.perf_counter()
-        for epoch in range(int(t.epochs)):
-            with federation.traffic.in_phase("training"):
-                losses, embeddings = self.train_epoch(federation, experiment, epoch)
-            with federation.traffic.in_phase("evaluation"):
-                scores = self.evaluate(experiment, embeddings)
-            result.step_losses.extend(losses)
-            row = {
-                "epoch": epoch,
-                "train_loss": float(np.mean(losses)),
-                **scores,
-                "mb": federation.traffic.total_bytes() / MB,
-                "training_mb": federation.traffic.total_bytes("training") / MB,
-                "wall_s": time.perf_counter() - start,
-            }
-            result.history.append(row)
-            if on_epoch is not None:
-                on_epoch(row)
-            if patience is not None and epoch - result.best["epoch"] >= int(patience):
-                log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
-                break
+        k = int(t.local_steps)
+        grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
+        losses: list[float] = []
+        for epoch in range(int(t.epochs) + 1):
+            last = epoch == int(t.epochs)
+            batches = (
+                []
+                if last
+                else epoch_batches(
+                    experiment.splits.train, int(t.batch_size), experiment.seed, epoch
+                )
+            )
+            for r, group in enumerate(chunked(batches, k) or [[]]):
+                closing = epoch > 0 and r == 0
+                with federation.traffic.in_phase("training"):
+                    replies = self.exchange(federation, grads, group, evaluate=closing)
+                if closing and self.close_epoch(
+                    federation, experiment, result, epoch - 1, losses, replies, on_epoch
+                ):
+                    return
+                if closing:
+                    losses = []
+                with federation.traffic.in_phase("training"):
+                    step_losses, grads = self.server_steps(experiment, replies, group)
+                losses += step_losses
+
+    def close_epoch(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        epoch: int,
+        losses: list[float],
+        replies: dict[int, dict],
+        on_epoch: EpochCallback | None,
+    ) -> bool:
+        """Score the epoch that just ended and record it; True to stop early."""
+        with federation.traffic.in_phase("evaluation"):
+            scores = self.evaluate(
+                experiment, [replies[m]["eval_embeddings"] for m in range(len(replies))]
+            )
+        result.step_losses.extend(losses)
+        row = {
+            "epoch": epoch,
+            "train_loss": float(np.mean(losses)),
+            **scores,
+            "mb": federation.traffic.total_bytes() / MB,
+            "training_mb": federation.traffic.total_bytes("training") / MB,
+            "wall_s": sum(federation.traffic.seconds.values()),
+        }
+        result.history.append(row)
+        if on_epoch is not None:
+            on_epoch(row)
+        patience = self.cfg.training.get("patience")
+        if patience is not None and epoch - result.best["epoch"] >= int(patience):
+            log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
+            return True
+        return False

@@ -57,3 +57,21 @@ def test_traffic_by_phase_and_direction():
     assert s["bytes_up"] == 2 * message_bytes(big.content) + message_bytes(small.content)
     assert s["mb"] == pytest.approx(traffic.total_bytes() / 2**20)
     assert traffic.phase == "setup"
+
+
+def test_named_entries_are_filed_under_their_own_phase():
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    content = encode(
+        {"embeddings": [np.zeros((64, 16), np.float32)], "eval_embeddings": np.zeros((500, 16))}
+    )
+    traffic = Traffic()
+    with traffic.in_phase("training"):
+        traffic.record(
+            Message(content, dst_node_id=1, message_type="train.step"),
+            UP,
+            {"eval_embeddings": "evaluation"},
+        )
+    moved = traffic.total_bytes("evaluation")
+    assert 500 * 16 * 8 <= moved <= 500 * 16 * 8 + 64
+    assert traffic.total_bytes("training") + moved == message_bytes(content)
+    assert 64 * 16 * 4 <= traffic.total_bytes("training") <= 64 * 16 * 4 + 128
