@@ -1,0 +1,1 @@
+"""Benchmarks of the vflfs engine (run as ``python -m benchmarks.<name>`` from the repo root)."""
