@@ -73,3 +73,10 @@ def step(session: Session, payload: Payload) -> Payload:
 def embed(session: Session, payload: Payload) -> Payload:
     """Evaluation-mode embeddings of many rows at once (forward only)."""
     return {"embeddings": session.party.embed(np.asarray(payload["rows"]))}
+
+
+@OPERATIONS.operation("query.importance")
+def importance(session: Session, payload: Payload) -> Payload:
+    """How much the party's model uses each of its input features."""
+    kind, values = session.party.importance()
+    return {"kind": kind, "values": values.astype(np.float32)}

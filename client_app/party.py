@@ -95,6 +95,11 @@ class Party:
             return np.zeros((0, self.model.net[-1].out_features), np.float32)
         return np.concatenate(chunks)
 
+    def importance(self) -> tuple[str, np.ndarray]:
+        """Per input feature: the L2 norm of its column in the input layer."""
+        weight = self.model.input_layer.weight.detach()
+        return "weight_norm", weight.norm(dim=0).cpu().numpy()
+
     # -- state as arrays (what context.state stores) ------------------------------------------
     def state_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         return {

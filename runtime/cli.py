@@ -6,6 +6,7 @@ vflfs-run -m seed=0,1,2 training.local_steps=1,4
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from .config import CONF_DIR
+from .results import RESULTS, is_complete
 from .simulation import simulate
 
 log = logging.getLogger("vflfs")
@@ -23,6 +25,10 @@ log = logging.getLogger("vflfs")
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def run(cfg: DictConfig) -> float:
     out_dir = job_output_dir(cfg)
+    if is_complete(out_dir) and not cfg.get("rerun", False):
+        summary = json.loads((out_dir / RESULTS).read_text())
+        log.info("skip: %s already holds a completed run (rerun=true to run again)", out_dir)
+        return float(summary["test_metric"])
     summary = simulate(cfg, out_dir)
     log.info(
         "test %s %.4f (best epoch %d); %.2f MB; results in %s",
@@ -43,7 +49,7 @@ def job_output_dir(cfg: DictConfig) -> Path:
     out_dir = Path(str(cfg.output_dir)).expanduser().absolute()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         # Every job of a sweep would otherwise overwrite the same results.json.
-        out_dir = out_dir / str(hydra_cfg.job.num)
+        out_dir = out_dir / (hydra_cfg.job.override_dirname or str(hydra_cfg.job.num))
     return out_dir
 
 

@@ -83,6 +83,13 @@ class Experiment:
             data_dir=data_dir,
         )
 
+    def eval_sets(self) -> dict[str, np.ndarray]:
+        """Rows scored after every epoch: validation, test, and training rows if asked."""
+        sets = {"val": self.splits.val, "test": self.splits.test}
+        if self.cfg.training.get("score_train"):
+            sets["train"] = self.splits.train
+        return sets
+
     def party_spec(self, m: int) -> dict:
         """Party ``m``'s setup instructions: where its columns come from and what to build."""
         cfg = self.cfg

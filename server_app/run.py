@@ -16,6 +16,7 @@ from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
 from vflfs.strategies import RunResult, Strategy, make_strategy
 
+from .cross_validation import cross_validate
 from .experiment import Experiment
 
 log = logging.getLogger("vflfs")
@@ -42,7 +43,11 @@ def run_experiment(
     out_dir: str | Path,
     observers: list[Observer] | None = None,
 ) -> dict:
-    """Check the config, train with its strategy over ``grid``, write the output folder."""
+    """Check the config, train with its strategy over ``grid``, write the output folder.
+
+    With ``cv.folds = k > 1`` the strategy runs once per fold over the same parties, and
+    ``results.json`` holds the mean and standard deviation over folds (SPEC section 1).
+    """
     out_dir = Path(out_dir)
     start = time.perf_counter()
     experiment, strategy = prepare(cfg, out_dir)
@@ -66,6 +71,8 @@ def run_experiment(
         )
         with federation.traffic.in_phase("setup"):
             federation.connect()
+        if int(cfg.cv.folds) > 1:
+            return cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
         result = strategy.start(federation, experiment, on_epoch=_log_epoch)
         summary = summarize(cfg, experiment, federation, result, time.perf_counter() - start)
         files.write_history(out_dir, result.history)
@@ -107,6 +114,7 @@ def summarize(
         "metric": result.metric,
         "test_metric": best["test_metric"],
         "val_metric": best["val_metric"],
+        **({"train_metric": best["train_metric"]} if "train_metric" in best else {}),
         "best_epoch": best["epoch"],
         "epochs_run": len(result.history),
         "final_test_metric": result.history[-1]["test_metric"],
@@ -119,6 +127,7 @@ def summarize(
         },
         "samples": {k: int(len(getattr(experiment.splits, k))) for k in ("train", "val", "test")},
         "parties": [asdict(p) for p in result.parties],
+        "importance": result.importance,
         "extra": {k: v for k, v in result.extra.items() if k != "server_device"},
         "step_losses": result.step_losses,
         "config": OmegaConf.to_container(cfg, resolve=True),

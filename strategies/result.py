@@ -33,6 +33,7 @@ class RunResult:
     history: list[dict] = field(default_factory=list)
     step_losses: list[float] = field(default_factory=list)
     parties: list[PartyReport] = field(default_factory=list)
+    importance: list[dict] = field(default_factory=list)  # per party: kind and values
     extra: dict = field(default_factory=dict)
 
     @property

@@ -45,6 +45,10 @@ class Strategy(ABC):
     ) -> None:
         """Train, appending one history row per epoch to ``result``."""
 
+    def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        """After training (the ``summary`` phase): collect what the report shows. None here."""
+        return None
+
     def summary(self, result: RunResult) -> None:
         """Log the outcome."""
         best = result.best
@@ -67,5 +71,7 @@ class Strategy(ABC):
         with federation.traffic.in_phase("setup"):
             result = self.configure(federation, experiment)
         self.fit(federation, experiment, result, on_epoch)
+        with federation.traffic.in_phase("summary"):
+            self.finish(federation, experiment, result)
         self.summary(result)
         return result

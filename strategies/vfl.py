@@ -46,7 +46,7 @@ class VFL(Strategy):
                     "spec": json.dumps(self.party_spec(experiment, m)),
                     "nonce": nonce,
                     "train_rows": splits.train,
-                    "eval_rows": np.concatenate([splits.val, splits.test]),
+                    "eval_rows": np.concatenate(list(experiment.eval_sets().values())),
                 }
                 for m in range(experiment.num_parties)
             },
@@ -83,6 +83,13 @@ class VFL(Strategy):
             resolve_device(str(self.cfg.device), 0),
         )
 
+    def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        """Ask each party how much its model uses each input feature (for the report)."""
+        for m, reply in enumerate(federation.broadcast("query.importance")):
+            result.importance.append(
+                {"party": m, "kind": str(reply["kind"]), "values": reply["values"].tolist()}
+            )
+
     # -- training -------------------------------------------------------------------------
     def exchange(
         self,
@@ -117,19 +124,18 @@ class VFL(Strategy):
         return losses, grads
 
     def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
-        """Validation and test scores of the parties' evaluation-row embeddings."""
-        val, test = experiment.splits.val, experiment.splits.test
-        n = len(val)
-        val_loss, val_metric = self.server.evaluate([e[:n] for e in embeddings], experiment.y[val])
-        test_loss, test_metric = self.server.evaluate(
-            [e[n:] for e in embeddings], experiment.y[test]
-        )
-        return {
-            "val_loss": val_loss,
-            "val_metric": val_metric,
-            "test_loss": test_loss,
-            "test_metric": test_metric,
-        }
+        """Loss and score on each evaluation set (validation, test, maybe training rows)."""
+        scores: dict[str, float] = {}
+        start = 0
+        for name, rows in experiment.eval_sets().items():
+            part = [e[start : start + len(rows)] for e in embeddings]
+            # "train_loss" is the mean step loss of the epoch; the scored one is train_eval_loss.
+            loss_key = "train_eval_loss" if name == "train" else f"{name}_loss"
+            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate(
+                part, experiment.y[rows]
+            )
+            start += len(rows)
+        return scores
 
     def fit(
         self,
@@ -187,10 +193,14 @@ class VFL(Strategy):
                 experiment, [replies[m]["eval_embeddings"] for m in range(len(replies))]
             )
         result.step_losses.extend(losses)
+        selection = result.selection()
         row = {
             "epoch": epoch,
             "train_loss": float(np.mean(losses)),
             **scores,
+            "selected_features": selection["selected_features"],
+            "selection_ratio": selection["ratio"],
+            **{k: selection[k] for k in ("spurious_removed",) if k in selection},
             "mb": federation.traffic.total_bytes() / MB,
             "training_mb": federation.traffic.total_bytes("training") / MB,
             "wall_s": sum(federation.traffic.seconds.values()),

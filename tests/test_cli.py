@@ -58,14 +58,15 @@ def test_split_sizes_that_do_not_add_up_fail(tag, tmp_path):
     assert not (out / "results.json").exists()
 
 
-def test_multirun_writes_one_complete_folder_per_job(tag, tmp_path):
+def test_multirun_writes_one_complete_folder_per_job_and_resumes(tag, tmp_path):
     sweep = tmp_path / "sweep"
-    result, text = vflfs_run(
-        tag, tmp_path, "-m", "seed=0,1", *TINY, "training.epochs=1", f"hydra.sweep.dir={sweep}"
-    )
+    common = (*TINY, "training.epochs=1", f"hydra.sweep.dir={sweep}")
+    result, text = vflfs_run(tag, tmp_path, "-m", "seed=0,1", *common)
     assert result.returncode == 0, text
+    assert "sweep: job 1/2" in text and "sweep: job 2/2" in text
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
-    assert [p.name for p in jobs] == ["0", "1"]
+    # Job folders are named by their overrides, e.g. "dataset.params.n_features=40,...,seed=0,...".
+    assert len(jobs) == 2 and all(f"seed={i}," in job.name for i, job in enumerate(jobs))
     for seed, job in enumerate(jobs):
         assert is_complete(job), job
         assert (job / "history.csv").exists() and (job / "config.yaml").exists()
@@ -74,6 +75,15 @@ def test_multirun_writes_one_complete_folder_per_job(tag, tmp_path):
         assert results["epochs_run"] == 1
     # Nothing landed in the working directory (Hydra's default ./outputs, ./multirun).
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]
+
+    # The same sweep, extended: finished jobs are skipped, only the new one runs.
+    stamps = {job.name: (job / "results.json").stat().st_mtime_ns for job in jobs}
+    result, text = vflfs_run(tag, tmp_path, "-m", "seed=0,1,2", *common)
+    assert result.returncode == 0, text
+    assert text.count("already holds a completed run") == 2
+    assert {j: (sweep / j / "results.json").stat().st_mtime_ns for j in stamps} == stamps
+    (new,) = [p for p in sweep.iterdir() if p.is_dir() and p.name not in stamps]
+    assert "seed=2," in new.name and is_complete(new)
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("RUN", "out"), ("MULTIRUN", "out/3")])

@@ -148,7 +148,7 @@ def test_results_files(tmp_path):
     assert len(lines) == 1 + summary["epochs_run"]
     assert (tmp_path / "config.yaml").read_text().count("training:") == 1
     comm = summary["communication"]["phases"]
-    assert set(comm) == {"setup", "training", "evaluation"}
+    assert set(comm) == {"setup", "training", "evaluation", "summary"}
     assert all(comm[p]["bytes_up"] > 0 for p in comm)
     assert comm["setup"]["bytes_down"] > 0 and comm["training"]["bytes_down"] > 0
     # Evaluation embeddings: rows x 16 float32 per party per epoch, plus framing.
@@ -156,3 +156,16 @@ def test_results_files(tmp_path):
     per_epoch = comm["evaluation"]["bytes_up"] / summary["epochs_run"]
     assert 3 * n_eval * 16 * 4 <= per_epoch <= 3 * n_eval * 16 * 4 * 1.05
     assert summary["selection"]["ratio"] == 1.0
+    assert lines[0].endswith("selected_features,selection_ratio,mb,training_mb,wall_s")
+    # Input-layer column norms of every feature, per party (what the report draws).
+    assert [imp["party"] for imp in summary["importance"]] == [0, 1, 2]
+    assert all(imp["kind"] == "weight_norm" for imp in summary["importance"])
+    assert [len(imp["values"]) for imp in summary["importance"]] == [14, 13, 13]
+    assert all(v > 0 for imp in summary["importance"] for v in imp["values"])
+
+
+def test_training_rows_can_be_scored(tmp_path):
+    summary = run_local(tiny_config("training.epochs=3 training.score_train=true"), tmp_path)
+    assert 0.4 < summary["train_metric"] <= 1.0
+    header = (tmp_path / "history.csv").read_text().splitlines()[0]
+    assert {"train_loss", "train_eval_loss", "train_metric"} <= set(header.split(","))

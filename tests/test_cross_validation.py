@@ -1,0 +1,56 @@
+"""k-fold cross-validation over one federation: folds recorded, disjoint, aggregated."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from helpers import run_local, tiny_config
+
+
+@pytest.fixture(scope="module")
+def cv_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cv")
+    return out, run_local(tiny_config("cv.folds=3 training.epochs=2"), out)
+
+
+def test_folds_are_disjoint_and_cover_the_data(cv_run):
+    out, _ = cv_run
+    folds = json.loads((out / "folds.json").read_text())
+    assert len(folds) == 3
+    tests = [set(f["test"]) for f in folds]
+    assert set().union(*tests) == set(range(600))
+    assert sum(len(t) for t in tests) == 600
+    for fold in folds:
+        parts = [set(fold[k]) for k in ("train", "val", "test")]
+        assert sum(len(p) for p in parts) == 600 and len(set().union(*parts)) == 600
+
+
+def test_results_hold_mean_and_std_over_folds(cv_run):
+    out, summary = cv_run
+    on_disk = json.loads((out / "results.json").read_text())
+    values = [f["test_metric"] for f in on_disk["folds"]]
+    assert on_disk["cv"]["test_metric"]["values"] == values
+    assert on_disk["test_metric"] == pytest.approx(np.mean(values))
+    assert on_disk["test_metric_std"] == pytest.approx(np.std(values, ddof=1))
+    assert len(set(values)) > 1  # different folds, different test rows
+    rows = list(csv.DictReader((out / "history.csv").open()))
+    assert [r["fold"] for r in rows] == ["0", "0", "1", "1", "2", "2"]
+
+
+def test_folds_are_seeded(cv_run, tmp_path):
+    out, _ = cv_run
+    again = run_local(tiny_config("cv.folds=3 training.epochs=2"), tmp_path / "again")
+    assert json.loads((out / "folds.json").read_text()) == json.loads(
+        (tmp_path / "again" / "folds.json").read_text()
+    )
+    assert again["cv"]["test_metric"]["values"] == cv_run[1]["cv"]["test_metric"]["values"]
+    other = run_local(tiny_config("cv.folds=3 cv.seed=7 training.epochs=1"), tmp_path / "other")
+    assert other["folds"][0]["samples"] == again["folds"][0]["samples"]
+    assert (
+        json.loads((tmp_path / "other" / "folds.json").read_text())[0]["test"]
+        != json.loads((out / "folds.json").read_text())[0]["test"]
+    )
