@@ -9,8 +9,7 @@ from flwr.clientapp import ClientApp
 
 from vflfs.federation.payload import decode, encode, encode_error
 
-from . import operations  # noqa: F401  (registers the core operations)
-from .registry import OPERATIONS, Registered
+from .registry import OPERATIONS, Registered, load_operations
 from .session import Session
 
 
@@ -33,6 +32,7 @@ def _handler(op: Registered):
 
 def build_client_app() -> ClientApp:
     """A ClientApp exposing every operation in the registry."""
+    load_operations()
     client_app = ClientApp()
     for op in OPERATIONS:
         category, action = op.message_type.split(".")

@@ -47,7 +47,8 @@ def step(session: Session, payload: Payload) -> Payload:
 
     Payload: ``grads`` (one array per pending batch, possibly empty), ``batches`` (row indices
     of the next K batches, possibly empty) and ``evaluate`` (also return evaluation-mode
-    embeddings of the evaluation rows given at setup, after the update).
+    embeddings of the evaluation rows given at setup, after the update). With embedding gates,
+    embeddings carry only the open components and an ``open`` mask per batch.
     """
     party = session.party
     grads = payload.get("grads") or []
@@ -56,23 +57,35 @@ def step(session: Session, payload: Payload) -> Payload:
             f"got {len(grads)} gradients for {len(party.pending)} pending batches; "
             "the server and party are out of step"
         )
-    for rows, grad in zip(party.pending, grads, strict=True):
-        party.apply_gradient(rows, grad)
-    batches = payload.get("batches") or []
-    party.pending = [np.asarray(b) for b in batches]
+    for rows, seed, grad in zip(party.pending, party.pending_seeds, grads, strict=True):
+        party.apply_gradient(rows, grad, seed)
+    batches = [np.asarray(b) for b in payload.get("batches") or []]
+    party.pending, party.pending_seeds = batches, party.batch_seeds(len(batches))
     session.changed = True
     reply: Payload = {}
     if batches:
-        reply["embeddings"] = [party.forward(b) for b in party.pending]
+        out = [party.forward(b, s) for b, s in zip(batches, party.pending_seeds, strict=True)]
+        reply["embeddings"] = [e for e, _ in out]
+        if out[0][1] is not None:
+            reply["open"] = [m for _, m in out]
     if payload.get("evaluate"):
-        reply["eval_embeddings"] = party.embed(party.eval_rows)
+        reply.update(_evaluation(party))
+    return reply
+
+
+def _evaluation(party) -> Payload:
+    embeddings, mask = party.embed(party.eval_rows)
+    reply: Payload = {"eval_embeddings": embeddings, "selected": party.selected()}
+    if mask is not None:
+        reply["eval_open"] = mask
     return reply
 
 
 @OPERATIONS.operation("query.embed")
 def embed(session: Session, payload: Payload) -> Payload:
     """Evaluation-mode embeddings of many rows at once (forward only)."""
-    return {"embeddings": session.party.embed(np.asarray(payload["rows"]))}
+    embeddings, mask = session.party.embed(np.asarray(payload["rows"]))
+    return {"embeddings": embeddings} if mask is None else {"embeddings": embeddings, "open": mask}
 
 
 @OPERATIONS.operation("query.importance")

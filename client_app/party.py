@@ -6,15 +6,19 @@ the gradients the server returns for them (SPEC section 3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from vflfs.datasets import PartyData
 from vflfs.ml.devices import resolve_device
-from vflfs.ml.models import BottomModel, BottomSpec, seeded
+from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arrays
+from vflfs.ml.party_model import PartyModel
+from vflfs.ml.prox import ZERO, column_norms, group_lasso_prox_
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class PartySpec:
     optimizer: dict
     eval_chunk: int = 8192
     threads: int | None = None
+    gates: dict = field(default_factory=dict)  # {"input": {...}, "embedding": {...}}
+    prox: dict | None = None  # {"lam": ..., "lr": ...}: group lasso on input columns
 
     @classmethod
     def from_dict(cls, d: dict) -> PartySpec:
@@ -39,11 +45,17 @@ class PartySpec:
             optimizer=dict(d["optimizer"]),
             eval_chunk=int(d.get("eval_chunk", 8192)),
             threads=d.get("threads"),
+            gates=dict(d.get("gates") or {}),
+            prox=d.get("prox"),
         )
 
 
 class Party:
-    """A party's bottom model over its data view, with the training-step maths."""
+    """A party's model over its data view, with the training-step maths.
+
+    ``features`` and ``components`` are the input features and embedding components still in
+    use (indices into the party's full sets); removed ones are no longer computed or sent.
+    """
 
     def __init__(self, spec: PartySpec, data: PartyData) -> None:
         self.spec = spec
@@ -51,37 +63,138 @@ class Party:
         if spec.threads:
             torch.set_num_threads(int(spec.threads))
         self.device = resolve_device(spec.device, spec.index)
-        self.X = torch.tensor(data.X, device=self.device)
+        self.X_all = torch.tensor(data.X, device=self.device)
         bottom = BottomSpec.from_dict(spec.model)
-        self.model = seeded(spec.seed, BottomModel, self.X.shape[1], bottom).to(self.device)
-        opt = dict(spec.optimizer)
-        self.optimizer = make_optimizer(self.model.parameters(), opt.pop("name", "adam"), **opt)
+        self.model = seeded(
+            spec.seed,
+            PartyModel,
+            self.X_all.shape[1],
+            bottom,
+            spec.gates.get("input"),
+            spec.gates.get("embedding"),
+        ).to(self.device)
+        self.features = np.arange(self.X_all.shape[1])
+        self.components = np.arange(bottom.embedding_size)
+        self.X = self.X_all
+        self.optimizer = self._make_optimizer()
         self.pending: list[np.ndarray] = []
+        self.pending_seeds: list[int] = []
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
 
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        opt = dict(self.spec.optimizer)
+        return make_optimizer(self.model.parameters(), opt.pop("name", "adam"), **opt)
+
     @property
     def n_features(self) -> int:
-        return int(self.X.shape[1])
+        return int(self.X_all.shape[1])
 
+    # -- structure ----------------------------------------------------------------------------
+    def keep(self, features: np.ndarray | None = None, components: np.ndarray | None = None):
+        """Remove every feature / embedding component not listed (indices into the full sets).
+
+        The layers shrink and the optimiser restarts on the smaller model.
+        """
+        if features is not None:
+            features = np.asarray(features, dtype=np.int64)
+            local = np.searchsorted(self.features, features)
+            if not np.array_equal(self.features[local], features):
+                raise ValueError("can only keep features that are still in use")
+            self.model.keep_inputs(torch.as_tensor(local, device=self.device))
+            self.features = features
+            self.X = self.X_all[:, torch.as_tensor(features, device=self.device)]
+        if components is not None:
+            components = np.asarray(components, dtype=np.int64)
+            local = np.searchsorted(self.components, components)
+            self.model.keep_outputs(torch.as_tensor(local, device=self.device))
+            self.components = components
+        self.optimizer = self._make_optimizer()
+
+    def selected(self) -> np.ndarray:
+        """Features the model uses: kept, with an open input gate, with a non-zero column."""
+        use = np.ones(len(self.features), dtype=bool)
+        if self.model.input_gate is not None:
+            use &= self.model.input_gate.open().cpu().numpy()
+        if self.spec.prox:
+            use &= (column_norms(self.model.input_layer.weight) > ZERO).cpu().numpy()
+        return self.features[use]
+
+    def open_components(self) -> np.ndarray:
+        """Embedding components sent at evaluation: kept and (with gates) open."""
+        if self.model.embedding_gate is None:
+            return self.components
+        return self.components[self.model.embedding_gate.open().cpu().numpy()]
+
+    # -- the step maths -----------------------------------------------------------------------
     def _rows(self, rows: np.ndarray) -> torch.Tensor:
         return self.X[torch.tensor(rows, device=self.device, dtype=torch.long)]
 
-    def forward(self, rows: np.ndarray) -> np.ndarray:
-        """Training-mode embedding of ``rows`` (no graph kept; it is recomputed on backward)."""
-        with torch.no_grad():
-            return self.model(self._rows(rows)).cpu().numpy()
+    @contextmanager
+    def _noise(self, seed: int) -> Iterator[None]:
+        """Gate noise drawn from ``seed``, so a forward pass can be recomputed exactly."""
+        if self.model.input_gate is None and self.model.embedding_gate is None:
+            yield
+            return
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            yield
 
-    def apply_gradient(self, rows: np.ndarray, grad: np.ndarray) -> None:
-        """Back-propagate dL/dg for ``rows`` through the current weights and step."""
+    def batch_seeds(self, n: int) -> list[int]:
+        """Seeds of the gate noise of the next ``n`` batches."""
+        base = self.spec.seed * 1_000_003 + self.steps_taken * 7919
+        return [(base + i) % 2**31 for i in range(n)]
+
+    def _open(self) -> np.ndarray | None:
+        """Components the last forward pass's embedding gates left open (None: no gates)."""
+        gate = self.model.embedding_gate
+        return None if gate is None else (gate.last > 0).cpu().numpy()
+
+    def forward(self, rows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Training-mode embedding of ``rows`` (the graph is recomputed on backward).
+
+        With embedding gates only the open components are returned, with their mask.
+        """
+        with torch.no_grad(), self._noise(seed):
+            out = self.model(self._rows(rows)).cpu().numpy()
+        mask = self._open()
+        return (out, None) if mask is None else (out[:, mask], mask)
+
+    def apply_gradient(self, rows: np.ndarray, grad: np.ndarray, seed: int) -> None:
+        """Back-propagate dL/dg for ``rows`` (plus the gates' regulariser) and step.
+
+        ``grad`` covers the components that were open in the forward pass (all without gates);
+        closed components have zero gradient, their gate being zero.
+        """
         self.optimizer.zero_grad(set_to_none=True)
-        out = self.model(self._rows(rows))
-        out.backward(torch.tensor(grad, device=self.device))
+        with self._noise(seed):
+            out = self.model(self._rows(rows))
+        full = torch.zeros_like(out)
+        mask = self._open()
+        grad_t = torch.tensor(grad, device=self.device)
+        if mask is None:
+            full = grad_t
+        else:
+            full[:, torch.as_tensor(mask, device=self.device)] = grad_t
+        objective = (out * full).sum()
+        penalty = self.model.penalty()
+        if penalty is not None:
+            objective = objective + penalty
+        objective.backward()
         self.optimizer.step()
+        if self.spec.prox:
+            tau = float(self.spec.prox["lam"]) * float(self.spec.prox["lr"])
+            group_lasso_prox_(self.model.input_layer.weight, tau)
         self.steps_taken += 1
 
-    def embed(self, rows: np.ndarray) -> np.ndarray:
-        """Evaluation-mode embeddings of many rows, computed in chunks."""
+    def embed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Evaluation-mode embeddings of many rows, in chunks; with embedding gates only the
+        open components, with their mask."""
+        out = self._embed_all(rows)
+        mask = self._open()
+        return (out, None) if mask is None else (out[:, mask], mask)
+
+    def _embed_all(self, rows: np.ndarray) -> np.ndarray:
         self.model.eval()
         try:
             with torch.no_grad():
@@ -92,13 +205,18 @@ class Party:
         finally:
             self.model.train()
         if not chunks:
-            return np.zeros((0, self.model.net[-1].out_features), np.float32)
+            return np.zeros((0, self.model.embedding_size), np.float32)
         return np.concatenate(chunks)
 
     def importance(self) -> tuple[str, np.ndarray]:
-        """Per input feature: the L2 norm of its column in the input layer."""
-        weight = self.model.input_layer.weight.detach()
-        return "weight_norm", weight.norm(dim=0).cpu().numpy()
+        """Per feature of the full set: its gate (with input gates) or its column norm."""
+        values = np.zeros(self.n_features, np.float32)
+        if self.model.input_gate is not None:
+            kind, used = "gate", torch.clamp(self.model.input_gate.mu.detach(), 0, 1)
+        else:
+            kind, used = "weight_norm", column_norms(self.model.input_layer.weight)
+        values[self.features] = used.cpu().numpy()
+        return kind, values
 
     # -- state as arrays (what context.state stores) ------------------------------------------
     def state_arrays(self) -> dict[str, dict[str, np.ndarray]]:
@@ -106,12 +224,24 @@ class Party:
             "model": {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
             "optim": optimizer_arrays(self.optimizer),
             "pending": {str(i): rows for i, rows in enumerate(self.pending)},
+            "structure": {
+                "features": self.features,
+                "components": self.components,
+                "pending_seeds": np.asarray(self.pending_seeds, dtype=np.int64),
+                "steps_taken": np.asarray([self.steps_taken], dtype=np.int64),
+            },
         }
 
     def load_state_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
+        structure = arrays["structure"]
+        features, components = structure["features"], structure["components"]
+        if len(features) < len(self.features) or len(components) < len(self.components):
+            self.keep(features, components)
         self.model.load_state_dict(
             {k: torch.from_numpy(np.array(v)) for k, v in arrays["model"].items()}
         )
         load_optimizer_arrays(self.optimizer, arrays["optim"])
         pending = arrays["pending"]
         self.pending = [pending[str(i)] for i in range(len(pending))]
+        self.pending_seeds = [int(x) for x in structure["pending_seeds"]]
+        self.steps_taken = int(structure["steps_taken"].reshape(-1)[0])

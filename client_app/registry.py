@@ -2,7 +2,8 @@
 
 An operation is a function ``(session, payload) -> payload`` registered under a Flower
 message type (``"train.step"``, ``"query.embed"``...). :mod:`vflfs.client_app.app` exposes every
-registered operation as a ClientApp action; strategies add their own operations here.
+registered operation as a ClientApp action. Core operations live in ``operations.py``; a
+strategy's own operations live in a module ``ops_<name>.py`` of this package, found at start.
 """
 
 from __future__ import annotations
@@ -59,3 +60,14 @@ class Registry:
 
 
 OPERATIONS = Registry()
+
+
+def load_operations() -> None:
+    """Import every operations module of the package (``operations.py``, ``ops_*.py``)."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rsplit(".", 1)[0]
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if info.name == "operations" or info.name.startswith("ops_"):
+            importlib.import_module(f"{package}.{info.name}")

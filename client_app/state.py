@@ -21,7 +21,7 @@ from .party import Party, PartySpec
 
 META = "vflfs.meta"
 ROWS = "vflfs.rows"
-_ARRAY_GROUPS = ("model", "optim", "pending")
+_ARRAY_GROUPS = ("model", "optim", "pending", "structure")
 _CACHE: dict[tuple[int, int], tuple[str, int, Party]] = {}
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from omegaconf import DictConfig
 
 from vflfs.runtime.config import ConfigError
@@ -10,7 +13,22 @@ from .result import PartyReport, RunResult
 from .strategy import Strategy
 from .vfl import VFL
 
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (VFL,)}
+
+def _discover() -> dict[str, type[Strategy]]:
+    """Every Strategy subclass defined in this package's modules, by its ``name``."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    found: dict[str, type[Strategy]] = {}
+    todo = [Strategy]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith(__name__) and sub.name != Strategy.name:
+                found[sub.name] = sub
+    return found
+
+
+STRATEGIES: dict[str, type[Strategy]] = _discover()
 
 
 def make_strategy(cfg: DictConfig) -> Strategy:

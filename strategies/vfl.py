@@ -64,6 +64,7 @@ class VFL(Strategy):
                     selected=list(range(int(r["n_features"]))),
                 )
             )
+        self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.server = self.make_server_model(experiment)
         result.extra["server_device"] = str(self.server.device)
         return result
@@ -105,7 +106,9 @@ class VFL(Strategy):
             for payload in payloads.values():
                 payload["evaluate"] = True
         return federation.send(
-            "train.step", payloads, reply_phases={"eval_embeddings": "evaluation"}
+            "train.step",
+            payloads,
+            reply_phases={"eval_embeddings": "evaluation", "eval_open": "evaluation"},
         )
 
     def server_steps(
@@ -115,12 +118,14 @@ class VFL(Strategy):
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
-            loss, g = self.server.step(
-                [replies[m]["embeddings"][k] for m in range(len(replies))], experiment.y[rows]
-            )
+            masks = [replies[m]["open"][k] if "open" in replies[m] else None for m in replies]
+            embeddings = [
+                expand(replies[m]["embeddings"][k], masks[m], self.widths[m]) for m in replies
+            ]
+            loss, g = self.server.step(embeddings, experiment.y[rows])
             losses.append(loss)
             for m, gm in enumerate(g):
-                grads[m].append(gm)
+                grads[m].append(gm if masks[m] is None else gm[:, masks[m]])
         return losses, grads
 
     def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
@@ -189,9 +194,13 @@ class VFL(Strategy):
     ) -> bool:
         """Score the epoch that just ended and record it; True to stop early."""
         with federation.traffic.in_phase("evaluation"):
-            scores = self.evaluate(
-                experiment, [replies[m]["eval_embeddings"] for m in range(len(replies))]
-            )
+            embeddings = [
+                expand(r["eval_embeddings"], r.get("eval_open"), self.widths[m])
+                for m, r in replies.items()
+            ]
+            scores = self.evaluate(experiment, embeddings)
+        for m, r in replies.items():
+            result.parties[m].selected = np.asarray(r["selected"]).tolist()
         result.step_losses.extend(losses)
         selection = result.selection()
         row = {
@@ -213,3 +222,12 @@ class VFL(Strategy):
             log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
             return True
         return False
+
+
+def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
+    """Embeddings with only the open components sent, back to full width (zeros elsewhere)."""
+    if mask is None:
+        return values
+    full = np.zeros((len(values), width), dtype=values.dtype)
+    full[:, mask] = values
+    return full

@@ -107,17 +107,17 @@ def test_cache_is_ignored_when_context_state_is_newer():
     rows = {"train": exp.splits.train, "eval": exp.splits.test}
     party = state.build_party(spec, rows)
     state.save(ctx, party, spec, "n1", rows)
-    party.apply_gradient(np.arange(4), np.ones((4, 16), np.float32))  # trained, not saved
-    stale = party.model.net[0].weight.detach().clone()
+    party.apply_gradient(np.arange(4), np.ones((4, 16), np.float32), 0)  # trained, not saved
+    stale = party.model.input_layer.weight.detach().clone()
     # Another actor saved a newer version of this party into context.state:
     other = state.build_party(spec, rows)
     state.save(ctx, other, spec, "n1")
     state._CACHE[(7, 1)] = ("n1", 0, party)  # this process still caches version 0
     restored, _, _ = state.restore(ctx)
     assert restored is not party
-    assert not np.allclose(restored.model.net[0].weight.detach(), stale)
+    assert not np.allclose(restored.model.input_layer.weight.detach(), stale)
     np.testing.assert_array_equal(
-        restored.model.net[0].weight.detach(), other.model.net[0].weight.detach()
+        restored.model.input_layer.weight.detach(), other.model.input_layer.weight.detach()
     )
 
 
