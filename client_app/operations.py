@@ -93,3 +93,16 @@ def importance(session: Session, payload: Payload) -> Payload:
     """How much the party's model uses each of its input features."""
     kind, values = session.party.importance()
     return {"kind": kind, "values": values.astype(np.float32)}
+
+
+@OPERATIONS.operation("train.keep")
+def keep(session: Session, payload: Payload) -> Payload:
+    """Remove features and/or embedding components for good (indices into the full sets).
+
+    Payload: ``features`` and/or ``components`` (int arrays of what to keep). The party's
+    layers shrink, so removed columns are no longer computed or sent.
+    """
+    party = session.party
+    party.keep(payload.get("features"), payload.get("components"))
+    session.changed = True
+    return {"features": party.features, "components": party.components}
