@@ -118,6 +118,7 @@ def summarize(
         "best_epoch": best["epoch"],
         "epochs_run": len(result.history),
         "final_test_metric": result.history[-1]["test_metric"],
+        "prediction_bytes_per_sample": best["prediction_bytes_per_sample"],
         "selection": result.selection(experiment.relevant),
         "communication": traffic,
         "wall_time_s": {"total": wall, **{p: v["wall_s"] for p, v in traffic["phases"].items()}},

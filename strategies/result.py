@@ -16,12 +16,19 @@ class PartyReport:
     n_features: int  # real + spurious columns at the party
     spurious: list[int]  # local indices of injected noise columns
     device: str
-    selected: list[int] = field(default_factory=list)  # local indices of kept features
+    selected: list[int] = field(default_factory=list)  # local indices of kept features, now
+    selected_at_best: list[int] | None = None  # ... at the best validation epoch
 
-    def selected_original(self) -> list[int]:
+    def chosen(self, current: bool = False) -> list[int]:
+        """The selection of the reported model (best validation epoch), or the current one."""
+        if current or self.selected_at_best is None:
+            return self.selected
+        return self.selected_at_best
+
+    def selected_original(self, current: bool = False) -> list[int]:
         """Kept real features as original dataset column indices."""
         d = len(self.columns)
-        return [self.columns[i] for i in self.selected if i < d]
+        return [self.columns[i] for i in self.chosen(current) if i < d]
 
 
 @dataclass
@@ -43,14 +50,21 @@ class RunResult:
             return {}
         return max(self.history, key=lambda row: (row["val_metric"], -row["epoch"]))
 
-    def selection(self, relevant: np.ndarray | None = None) -> dict:
-        """Selected features per party, the overall ratio, and where known its quality."""
+    def snapshot_best(self) -> None:
+        """Remember the current selection as the best epoch's."""
+        for p in self.parties:
+            p.selected_at_best = list(p.selected)
+
+    def selection(self, relevant: np.ndarray | None = None, current: bool = False) -> dict:
+        """Selected features per party (of the best-epoch model unless ``current``), the overall
+        ratio, and where known its quality."""
+        chosen = [p.chosen(current) for p in self.parties]
         total = sum(p.n_features for p in self.parties)
-        kept = sum(len(p.selected) for p in self.parties)
+        kept = sum(len(c) for c in chosen)
         out: dict = {
             "per_party": [
-                {"party": p.index, "selected": len(p.selected), "of": p.n_features}
-                for p in self.parties
+                {"party": p.index, "selected": len(c), "of": p.n_features}
+                for p, c in zip(self.parties, chosen, strict=True)
             ],
             "selected_features": kept,
             "total_features": total,
@@ -58,12 +72,14 @@ class RunResult:
         }
         n_spurious = sum(len(p.spurious) for p in self.parties)
         if n_spurious:
-            removed = sum(len(set(p.spurious) - set(p.selected)) for p in self.parties)
+            removed = sum(
+                len(set(p.spurious) - set(c)) for p, c in zip(self.parties, chosen, strict=True)
+            )
             out["spurious_removed"] = removed / n_spurious
         if relevant is not None:
-            chosen = {c for p in self.parties for c in p.selected_original()}
+            picked = {c for p in self.parties for c in p.selected_original(current)}
             rel = set(map(int, relevant))
-            hits = len(chosen & rel)
-            out["precision"] = hits / len(chosen) if chosen else 0.0
+            hits = len(picked & rel)
+            out["precision"] = hits / len(picked) if picked else 0.0
             out["recall"] = hits / len(rel) if rel else 0.0
         return out

@@ -199,10 +199,12 @@ class VFL(Strategy):
                 for m, r in replies.items()
             ]
             scores = self.evaluate(experiment, embeddings)
+            rows = sum(len(r) for r in experiment.eval_sets().values())
+            sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
         for m, r in replies.items():
             result.parties[m].selected = np.asarray(r["selected"]).tolist()
         result.step_losses.extend(losses)
-        selection = result.selection()
+        selection = result.selection(current=True)
         row = {
             "epoch": epoch,
             "train_loss": float(np.mean(losses)),
@@ -212,9 +214,13 @@ class VFL(Strategy):
             **{k: selection[k] for k in ("spurious_removed",) if k in selection},
             "mb": federation.traffic.total_bytes() / MB,
             "training_mb": federation.traffic.total_bytes("training") / MB,
+            # What predicting one sample costs: the embedding values the parties upload.
+            "prediction_bytes_per_sample": sent / max(rows, 1),
             "wall_s": sum(federation.traffic.seconds.values()),
         }
         result.history.append(row)
+        if result.best["epoch"] == epoch:
+            result.snapshot_best()
         if on_epoch is not None:
             on_epoch(row)
         patience = self.cfg.training.get("patience")

@@ -156,7 +156,10 @@ def test_results_files(tmp_path):
     per_epoch = comm["evaluation"]["bytes_up"] / summary["epochs_run"]
     assert 3 * n_eval * 16 * 4 <= per_epoch <= 3 * n_eval * 16 * 4 * 1.05
     assert summary["selection"]["ratio"] == 1.0
-    assert lines[0].endswith("selected_features,selection_ratio,mb,training_mb,wall_s")
+    assert lines[0].endswith(
+        "selected_features,selection_ratio,mb,training_mb,prediction_bytes_per_sample,wall_s"
+    )
+    assert summary["prediction_bytes_per_sample"] == 3 * 16 * 4  # 3 parties, 16 float32
     # Input-layer column norms of every feature, per party (what the report draws).
     assert [imp["party"] for imp in summary["importance"]] == [0, 1, 2]
     assert all(imp["kind"] == "weight_norm" for imp in summary["importance"])

@@ -1,0 +1,32 @@
+"""Stochastic gates on the input features only: FedSDG-FS's "original-Gate" baseline.
+
+Yamada, Lindenbaum, Negahban and Kluger, "Feature Selection using Stochastic Gates", ICML 2020,
+applied at each party as in Li et al., "FedSDG-FS", INFOCOM 2023 (Sec. VI, original-Gate):
+every party multiplies its inputs by Gaussian stochastic gates s = clamp(mu + eps, 0, 1) and adds
+lambda * mean Phi(mu / sigma) to its loss; no importance initialisation, no embedding gates.
+A feature is selected when its evaluation gate clamp(mu, 0, 1) is open (SPEC section 4).
+"""
+
+from __future__ import annotations
+
+from vflfs.server_app.experiment import Experiment
+
+from .vfl import VFL
+
+
+class STG(VFL):
+    """VFL with Gaussian stochastic gates on every party's input features."""
+
+    name = "stg"
+
+    def gate(self, lam: float) -> dict:
+        s = self.cfg.strategy
+        return {"sigma": float(s.sigma), "lam": float(lam), "reduce": str(s.reduce)}
+
+    def gates(self) -> dict:
+        return {"input": self.gate(self.cfg.strategy.lambda_input)}
+
+    def party_spec(self, experiment: Experiment, m: int) -> dict:
+        spec = super().party_spec(experiment, m)
+        spec["gates"] = self.gates()
+        return spec
