@@ -17,6 +17,14 @@ from vflfs.federation import Observer
 log = logging.getLogger("vflfs")
 
 
+class _DropDeprecationBanner(logging.Filter):
+    """Hides Flower's banner that ``run_simulation`` is deprecated (vflfs calls it on purpose:
+    it runs the ServerApp in this process, which sweeps and tests rely on)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "run_simulation" not in str(record.msg)
+
+
 def backend_config(cfg: DictConfig) -> dict:
     """Ray resources: by default one actor with every CPU, and the GPUs shared by the parties."""
     cpus = os.cpu_count() or 1
@@ -53,7 +61,10 @@ def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | N
         outcome["summary"] = run_experiment(grid, cfg, out_dir, observers)
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
+    flwr_log = logging.getLogger("flwr")
+    flwr_log.setLevel(logging.WARNING)
+    if not any(isinstance(f, _DropDeprecationBanner) for f in flwr_log.filters):
+        flwr_log.addFilter(_DropDeprecationBanner())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)

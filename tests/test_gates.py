@@ -1,0 +1,105 @@
+"""Stochastic gates, gated party models, and what gated parties send."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from vflfs.client_app.party import Party, PartySpec
+from vflfs.datasets import PartyData
+from vflfs.ml.gates import GaussianGate
+
+from helpers import run_local, tiny_config
+
+GATE = {"sigma": 0.5, "lam": 0.1}
+
+
+def test_gate_is_deterministic_at_evaluation_and_noisy_in_training():
+    gate = GaussianGate(5, sigma=1.0, init=torch.tensor([-1.0, 0.0, 0.3, 0.9, 2.0]))
+    x = torch.ones(2, 5)
+    gate.eval()
+    np.testing.assert_allclose(gate(x)[0].detach().numpy(), [0, 0, 0.3, 0.9, 1.0])
+    assert gate.open().tolist() == [False, False, True, True, True]
+    gate.train()
+    torch.manual_seed(0)
+    a = gate(x)
+    torch.manual_seed(0)
+    assert torch.equal(a, gate(x))  # same draw from the same seed
+    assert not torch.equal(a, gate(x))  # another draw otherwise
+    assert torch.equal(a[0], a[1])  # one draw per gate per batch
+
+
+def test_gate_penalty_is_lambda_times_mean_phi():
+    gate = GaussianGate(3, sigma=2.0, lam=0.5, init=torch.tensor([0.0, 2.0, -2.0]))
+    phi = torch.distributions.Normal(0, 1).cdf(torch.tensor([0.0, 1.0, -1.0]))
+    assert gate.penalty().item() == pytest.approx(0.5 * phi.mean().item(), rel=1e-6)
+    summed = GaussianGate(3, sigma=2.0, lam=0.5, init=torch.tensor([0.0, 2.0, -2.0]), reduce="sum")
+    assert summed.penalty().item() == pytest.approx(0.5 * phi.sum().item(), rel=1e-6)
+
+
+def gated_party(embedding_gate: bool = True) -> Party:
+    rng = np.random.default_rng(0)
+    X = rng.random((50, 8)).astype(np.float32)
+    data = PartyData(X=X, columns=np.arange(8), spurious=np.zeros(8, bool))
+    spec = PartySpec(
+        index=0,
+        seed=3,
+        device="cpu",
+        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
+        optimizer={"name": "sgd", "lr": 0.1},
+        gates={"input": GATE, "embedding": GATE if embedding_gate else None},
+    )
+    party = Party(spec, data)
+    with torch.no_grad():
+        party.model.embedding_gate.mu.copy_(torch.tensor([0.8, -3.0, 0.6, -3.0]))
+        party.model.input_gate.mu.copy_(torch.tensor([0.9, -1, 0.5, 0.5, -2, 0.7, 0.1, 0.3]))
+    return party
+
+
+def test_closed_embedding_components_are_not_sent():
+    party = gated_party()
+    embeddings, mask = party.embed(np.arange(10))
+    assert mask.tolist() == [True, False, True, False]
+    assert embeddings.shape == (10, 2)
+    assert party.open_components().tolist() == [0, 2]
+    assert party.selected().tolist() == [0, 2, 3, 5, 6, 7]
+
+
+def test_gradient_of_open_components_equals_the_full_gradient():
+    """Sending only open components' gradients loses nothing: closed gates have zero slope."""
+    party = gated_party()
+    twin = copy.deepcopy(party)
+    rows = np.arange(16)
+    emb, mask = party.forward(rows, seed=11)
+    emb_again, mask_again = party.forward(rows, seed=11)
+    np.testing.assert_array_equal(emb, emb_again)  # the recomputed pass draws the same noise
+    grad = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+    party.apply_gradient(rows, grad[:, mask], seed=11)
+    twin._open = lambda: None  # the twin takes the full gradient, closed components included
+    twin.apply_gradient(rows, grad, seed=11)
+    for a, b in zip(party.model.parameters(), twin.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
+    common = "training.epochs=15 training.patience=null"
+    vfl = run_local(tiny_config(common), tmp_path / "vfl")
+    stg = run_local(tiny_config(f"strategy=stg {common}"), tmp_path / "stg")
+    assert stg["selection"]["ratio"] < 0.5
+    assert stg["importance"][0]["kind"] == "gate"
+    sdg = run_local(
+        tiny_config(
+            f"strategy=fedsdg_fs strategy.init=uniform strategy.lambda_embedding=2.0 {common}"
+        ),
+        tmp_path / "sdg",
+    )
+    history = (tmp_path / "sdg" / "history.csv").read_text().splitlines()
+    column = history[0].split(",").index("prediction_bytes_per_sample")
+    per_sample = [float(line.split(",")[column]) for line in history[1:]]
+    assert per_sample[0] == vfl["prediction_bytes_per_sample"] == 3 * 16 * 4
+    assert per_sample[-1] < per_sample[0]  # closed components are no longer sent
+    evaluation = lambda s: s["communication"]["phases"]["evaluation"]["bytes_up"]  # noqa: E731
+    assert evaluation(sdg) < evaluation(vfl)
