@@ -99,4 +99,4 @@ def _key(table: pd.DataFrame, columns: list[str]) -> pd.Series:
     """One string per row identifying its values in ``columns`` (NaN-safe)."""
     if not columns:
         return pd.Series("", index=table.index)
-    return table[columns].astype(str).agg("\x1f".join, axis=1)
+    return table[columns].map(str).agg("\x1f".join, axis=1)

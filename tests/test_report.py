@@ -292,3 +292,20 @@ def test_report_of_two_real_runs(tmp_path):
     assert md_row(md, "synthetic_madelon")[1] == expected
     assert cell(csv, "vfl", "synthetic_madelon")["test_metric.mean"] == pytest.approx(mean)
     assert (tmp_path / "sweep" / "rep" / "metric_vs_mb_synthetic_madelon.png").stat().st_size > 0
+
+
+def test_best_by_on_real_runs_picks_the_better_learning_rate(tmp_path):
+    """Real results carry None-valued config entries (NaN in the table): best-by copes."""
+    for lr in (0.01, 0.0001):
+        for seed in (0, 1):
+            cfg = tiny_config(f"training.epochs=3 training.lr={lr} seed={seed}")
+            run_local(cfg, tmp_path / "sweep" / f"lr={lr},seed={seed}")
+    out = tmp_path / "report"
+    code = cli.main(
+        [str(tmp_path / "sweep"), "--best-by", "val_metric", "--group", "dataset",
+         "--rows", "dataset", "--cols", "config.training.lr", "--no-plots", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    table = pd.read_csv(out / "report.csv")
+    assert table["config.training.lr"].tolist() == [0.01]
+    assert table["test_metric.n"].tolist() == [2]
