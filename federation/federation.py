@@ -171,7 +171,7 @@ class Federation:
                         "(is its SuperNode running?)",
                     )
                 time.sleep(self.poll_interval)
-        return replies
+        return {party: replies[party] for party in sorted(replies)}  # party order, not arrival
 
     def _unpack(
         self, party: int, operation: str, reply: Message, reply_phases: Mapping[str, str]

@@ -172,3 +172,20 @@ def test_training_rows_can_be_scored(tmp_path):
     assert 0.4 < summary["train_metric"] <= 1.0
     header = (tmp_path / "history.csv").read_text().splitlines()[0]
     assert {"train_loss", "train_eval_loss", "train_metric"} <= set(header.split(","))
+
+
+def test_replies_arriving_in_any_order_give_the_same_run(tmp_path):
+    """Replies come back in arrival order (several Ray actors, several machines): the server
+    must still pair each embedding with its own party."""
+    from vflfs.client_app.app import app as client_app
+    from vflfs.federation import LocalGrid
+    from vflfs.server_app.run import run_experiment
+
+    class Reversed(LocalGrid):
+        def pull_messages(self, message_ids):
+            return list(reversed(list(super().pull_messages(message_ids))))
+
+    cfg = tiny_config("training.epochs=2")
+    expected = run_local(cfg, tmp_path / "a")["step_losses"]
+    got = run_experiment(Reversed(client_app, 3), cfg, tmp_path / "b")["step_losses"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
