@@ -10,10 +10,13 @@ import torch
 from .metrics import score
 from .models import Task, TopModel, TopSpec, seeded, server_seed
 from .optim import make_optimizer
+from .prox import group_lasso_prox_
 
 
 class ServerModel:
     """The top model and its optimiser, fed with the parties' embeddings."""
+
+    prox_tau = 0.0  # group lasso on the input columns after every step (tau = lambda * lr)
 
     def __init__(
         self,
@@ -29,8 +32,31 @@ class ServerModel:
         self.model = seeded(server_seed(seed), TopModel, embedding_sizes, task.n_out, spec).to(
             device
         )
-        opt = dict(optimizer)
+        self.optimizer_spec = dict(optimizer)
+        self.reset_optimizer()
+
+    def reset_optimizer(self, optimizer: dict | None = None) -> None:
+        """A fresh optimiser (``optimizer``, else the one given at construction)."""
+        if optimizer is not None:
+            self.optimizer_spec = dict(optimizer)
+        opt = dict(self.optimizer_spec)
         self.optimizer = make_optimizer(self.model.parameters(), opt.pop("name", "adam"), **opt)
+
+    @property
+    def input_layers(self) -> list[torch.nn.Linear]:
+        """The input layer, one linear map per party: column j of party m's map is the group
+        of weights leaving embedding component j (group lasso acts on these columns)."""
+        return list(self.model.interactive)
+
+    @torch.no_grad()
+    def keep_components(self, party: int, index: Sequence[int] | np.ndarray) -> None:
+        """Keep only the embedding components at ``index`` (positions in party ``party``'s
+        current embedding): its map loses the other columns; the optimiser restarts."""
+        layer = self.model.interactive[party]
+        cols = torch.as_tensor(np.asarray(index, dtype=np.int64), device=self.device)
+        layer.weight = torch.nn.Parameter(layer.weight[:, cols].clone())
+        layer.in_features = len(cols)
+        self.reset_optimizer()
 
     def _inputs(self, embeddings: Sequence[np.ndarray], grad: bool) -> list[torch.Tensor]:
         return [
@@ -53,7 +79,10 @@ class ServerModel:
         """Hook for a regulariser's gradient (none by default)."""
 
     def after_step(self) -> None:
-        """Hook for a proximal step (none by default)."""
+        """Hook for a proximal step: group lasso on the input columns when ``prox_tau`` > 0."""
+        if self.prox_tau > 0:
+            for layer in self.input_layers:
+                group_lasso_prox_(layer.weight, self.prox_tau)
 
     def evaluate(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, float]:
         """Loss and metric (accuracy or R^2) of the top model on given embeddings."""

@@ -30,6 +30,7 @@ class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
+    uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
 
     # -- setup ----------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:
@@ -65,6 +66,7 @@ class VFL(Strategy):
                 )
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
+        self.uploaded_floats = 0
         self.server = self.make_server_model(experiment)
         result.extra["server_device"] = str(self.server.device)
         return result
@@ -118,10 +120,12 @@ class VFL(Strategy):
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
-            masks = [replies[m]["open"][k] if "open" in replies[m] else None for m in replies]
+            parties = range(len(replies))
+            masks = [replies[m]["open"][k] if "open" in replies[m] else None for m in parties]
             embeddings = [
-                expand(replies[m]["embeddings"][k], masks[m], self.widths[m]) for m in replies
+                expand(replies[m]["embeddings"][k], masks[m], self.widths[m]) for m in parties
             ]
+            self.uploaded_floats += sum(int(np.size(replies[m]["embeddings"][k])) for m in replies)
             loss, g = self.server.step(embeddings, experiment.y[rows])
             losses.append(loss)
             for m, gm in enumerate(g):
@@ -149,18 +153,31 @@ class VFL(Strategy):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
-        """Epochs of the step protocol (SPEC section 3) with early stopping on validation.
+        """Epochs of the step protocol (SPEC section 3) with early stopping on validation."""
+        self.run_epochs(federation, experiment, result, on_epoch, 0, int(self.cfg.training.epochs))
+
+    def run_epochs(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        first: int,
+        stop: int,
+    ) -> bool:
+        """Epochs ``first .. stop - 1``; True if early stopping ended them.
 
         The round-trips never stop at an epoch boundary: epoch e's last gradients and its
         evaluation request travel with epoch e+1's first batches, so an epoch costs
-        ceil(steps / K) round-trips, plus one at the very end.
+        ceil(steps / K) round-trips, plus one at the very end (after which no gradient is
+        pending, so a strategy may do something else and call this again from ``stop``).
         """
         t = self.cfg.training
         k = int(t.local_steps)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
-        for epoch in range(int(t.epochs) + 1):
-            last = epoch == int(t.epochs)
+        for epoch in range(first, stop + 1):
+            last = epoch == stop
             batches = (
                 []
                 if last
@@ -169,18 +186,19 @@ class VFL(Strategy):
                 )
             )
             for r, group in enumerate(chunked(batches, k) or [[]]):
-                closing = epoch > 0 and r == 0
+                closing = epoch > first and r == 0
                 with federation.traffic.in_phase("training"):
                     replies = self.exchange(federation, grads, group, evaluate=closing)
                 if closing and self.close_epoch(
                     federation, experiment, result, epoch - 1, losses, replies, on_epoch
                 ):
-                    return
+                    return True
                 if closing:
                     losses = []
                 with federation.traffic.in_phase("training"):
                     step_losses, grads = self.server_steps(experiment, replies, group)
                 losses += step_losses
+        return False
 
     def close_epoch(
         self,
@@ -195,8 +213,8 @@ class VFL(Strategy):
         """Score the epoch that just ended and record it; True to stop early."""
         with federation.traffic.in_phase("evaluation"):
             embeddings = [
-                expand(r["eval_embeddings"], r.get("eval_open"), self.widths[m])
-                for m, r in replies.items()
+                expand(replies[m]["eval_embeddings"], replies[m].get("eval_open"), self.widths[m])
+                for m in range(len(replies))
             ]
             scores = self.evaluate(experiment, embeddings)
             rows = sum(len(r) for r in experiment.eval_sets().values())
@@ -209,6 +227,7 @@ class VFL(Strategy):
             "epoch": epoch,
             "train_loss": float(np.mean(losses)),
             **scores,
+            **self.row_extras(),
             "selected_features": selection["selected_features"],
             "selection_ratio": selection["ratio"],
             **{k: selection[k] for k in ("spurious_removed",) if k in selection},
@@ -219,15 +238,28 @@ class VFL(Strategy):
             "wall_s": sum(federation.traffic.seconds.values()),
         }
         result.history.append(row)
+        result.extra["analytic_mb"] = row["analytic_mb"]
         if result.best["epoch"] == epoch:
             result.snapshot_best()
         if on_epoch is not None:
             on_epoch(row)
-        patience = self.cfg.training.get("patience")
-        if patience is not None and epoch - result.best["epoch"] >= int(patience):
+        if self.stop_early(epoch, result):
             log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
             return True
         return False
+
+    def row_extras(self) -> dict:
+        """Columns a strategy adds to every history row (the same keys in every row).
+
+        ``analytic_mb``: the LESS-VFL paper's count, the training-row embedding floats uploaded
+        so far x 32 bits, in MB (2^20 bytes).
+        """
+        return {"analytic_mb": self.uploaded_floats * 4 / MB}
+
+    def stop_early(self, epoch: int, result: RunResult) -> bool:
+        """``training.patience`` epochs passed without a better validation score."""
+        patience = self.cfg.training.get("patience")
+        return patience is not None and epoch - result.best["epoch"] >= int(patience)
 
 
 def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:

@@ -1,0 +1,101 @@
+"""Party operations of the group-lasso strategies (LESS-VFL, local lasso, group lasso).
+
+Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
+Federated Learning", ICML (Algorithm 1; SPEC section 5).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from vflfs.federation import Payload
+from vflfs.federation.payload import from_array
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings
+from vflfs.ml.prox import nonzero_columns
+
+from .party import Party, PartySpec
+from .registry import OPERATIONS
+from .session import Session
+from .state import ROWS
+
+
+def _train_rows(session: Session) -> np.ndarray:
+    """The training rows the server listed at setup, in its order."""
+    return np.array(from_array(session.context.state[ROWS]["train"]), dtype=np.int64)
+
+
+@OPERATIONS.operation("query.train_embeddings")
+def train_embeddings(session: Session, payload: Payload) -> Payload:
+    """LESS-VFL stage 2's one upload: evaluation-mode embeddings of every training row, in the
+    order of the training rows given at setup (so no row index travels)."""
+    embeddings, mask = session.party.embed(_train_rows(session))
+    if mask is not None:
+        raise ValueError("stage 2 needs the full embedding; this party has embedding gates")
+    return {"embeddings": embeddings}
+
+
+def local_selection(party: Party, rows: np.ndarray, components: np.ndarray, p: ProxSGD) -> dict:
+    """Stage 3 at ``party``, alone: keep ``components`` (indices into its full set), fit its
+    frozen current embeddings of ``rows`` on them with proximal SGD on the input columns,
+    then remove every feature whose column is zero. Returns the proxy losses."""
+    frozen, mask = party.embed(rows)
+    if mask is not None:
+        raise ValueError("stage 3 needs the full embedding; this party has embedding gates")
+    positions = np.searchsorted(party.components, components)
+    if not np.array_equal(party.components[positions], components):
+        raise ValueError("can only keep embedding components that are still in use")
+    party.keep(components=components)
+    X = party.X[torch.as_tensor(rows, device=party.device)]
+    targets = torch.as_tensor(frozen[:, positions], device=party.device)
+    layer = party.model.input_layer
+    losses = fit_embeddings(party.model, layer, X, targets, p)
+    kept = nonzero_columns(layer.weight).cpu().numpy()
+    party.keep(features=party.features[kept])
+    return {"losses": losses}
+
+
+@OPERATIONS.operation("train.local_select")
+def local_select(session: Session, payload: Payload) -> Payload:
+    """Deliver K_m (``components``) and run stage 3 (``lam``, ``lr``, ``prox_lr``, ``epochs``,
+    ``batch_size``, ``seed``) before replying: no message is exchanged while it runs.
+
+    The reply says when stage 3 started and ended (wall clock), its first and last proxy loss,
+    and what the party kept; its layers have shrunk, so removed features and components are no
+    longer computed or sent.
+    """
+    party = session.party
+    components = np.asarray(payload["components"], dtype=np.int64)
+    p = ProxSGD.from_dict(payload)
+    started = time.time()
+    out = local_selection(party, _train_rows(session), components, p)
+    ended = time.time()
+    session.changed = True
+    losses = out["losses"] or [float("nan")]
+    return {
+        "started": started,
+        "ended": ended,
+        "loss_first": float(losses[0]),
+        "loss_last": float(losses[-1]),
+        "features": party.features.astype(np.int64),
+        "components": party.components.astype(np.int64),
+    }
+
+
+@OPERATIONS.operation("train.prune")
+def prune(session: Session, payload: Payload) -> Payload:
+    """End a group-lasso phase: remove the features whose input column is zero (and the
+    embedding components not listed in ``components``), stop the prox, and continue with the
+    optimiser ``optimizer`` at learning rate ``lr``."""
+    party = session.party
+    spec = session.spec
+    spec["prox"] = None
+    spec["optimizer"] = {"name": str(payload["optimizer"]), "lr": float(payload["lr"])}
+    features = party.selected()
+    party.spec = PartySpec.from_dict(spec)
+    components = payload.get("components")
+    party.keep(features, None if components is None else np.asarray(components, np.int64))
+    session.changed = True
+    return {"features": party.features.astype(np.int64), "components": party.components}

@@ -1,0 +1,133 @@
+"""The local stages of LESS-VFL: proximal SGD with a group lasso, no communication.
+
+Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
+Federated Learning", ICML, Algorithm 1 (SPEC section 5):
+
+* stage 2 (:func:`select_components`, at the server): train the top model on the parties' cached
+  stage-1 embeddings with proximal SGD, the groups being its input columns (one per embedding
+  component of each party); the components whose group stays non-zero are significant;
+* stage 3 (:func:`fit_embeddings`, at each party): fit the party's own frozen stage-1 embeddings
+  on its significant components, min mean (h(x)_k - h_hat_k)^2, with proximal SGD on the
+  input-layer columns; the features whose column is zero are removed.
+
+Every step is an SGD step with learning rate ``lr`` followed by the prox with threshold
+tau = ``lam`` * ``prox_lr`` (the official code thresholds with lambda x the VFL learning rate
+0.01 in both stages, while stage 3's SGD runs at 0.001).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .batches import epoch_batches
+from .prox import group_lasso_prox_, nonzero_columns
+from .top import ServerModel
+
+STAGE_SEED = 7_919  # offsets the batch order of the local stages from the training epochs'
+
+
+@dataclass(frozen=True)
+class ProxSGD:
+    """Settings of one proximal SGD run: SGD at ``lr``, then the prox with tau = lam * prox_lr."""
+
+    lam: float
+    lr: float
+    prox_lr: float
+    epochs: int
+    batch_size: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.lam < 0 or self.lr <= 0 or self.prox_lr < 0 or self.epochs < 0:
+            raise ValueError(f"bad proximal SGD settings: {self}")
+        if self.batch_size < 1:
+            raise ValueError(f"proximal SGD batch_size must be >= 1, got {self.batch_size}")
+
+    @property
+    def tau(self) -> float:
+        """The prox threshold: a group whose norm is at most tau becomes zero."""
+        return self.lam * self.prox_lr
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> ProxSGD:
+        return cls(
+            float(d["lam"]),
+            float(d["lr"]),
+            float(d["prox_lr"]),
+            int(d["epochs"]),
+            int(d["batch_size"]),
+            int(d["seed"]),
+        )
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def batches(self, n: int, epoch: int) -> list[np.ndarray]:
+        """Positions 0..n-1 in this epoch's seeded order, in batches."""
+        return epoch_batches(np.arange(n), self.batch_size, self.seed + STAGE_SEED, epoch)
+
+
+def select_components(
+    server: ServerModel, embeddings: list[np.ndarray], y: np.ndarray, p: ProxSGD
+) -> tuple[list[np.ndarray], list[float]]:
+    """Stage 2: P-SGD of the top model on cached embeddings (rows aligned with ``y``).
+
+    Returns, per party, the positions of its significant components (non-zero input columns
+    of the top model), and the mean loss of every epoch.
+    """
+    model = server.model
+    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
+    inputs = [torch.tensor(np.asarray(e), device=server.device) for e in embeddings]
+    target = server.task.target(y).to(server.device)
+    losses: list[float] = []
+    model.train()
+    for epoch in range(p.epochs):
+        total = 0.0
+        for rows in p.batches(len(y), epoch):
+            idx = torch.as_tensor(rows, device=server.device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = server.task.loss(model([x[idx] for x in inputs]), target[idx])
+            loss.backward()
+            optimizer.step()
+            for layer in server.input_layers:
+                group_lasso_prox_(layer.weight, p.tau)
+            total += float(loss.detach()) * len(rows)
+        losses.append(total / max(len(y), 1))
+    keep = [nonzero_columns(layer.weight).cpu().numpy() for layer in server.input_layers]
+    return keep, losses
+
+
+def fit_embeddings(
+    model: nn.Module, input_layer: nn.Linear, X: torch.Tensor, targets: torch.Tensor, p: ProxSGD
+) -> list[float]:
+    """Stage 3: P-SGD of ``model`` towards ``targets`` (its frozen embeddings of the rows of
+    ``X`` on the significant components), prox on ``input_layer``'s columns.
+
+    Returns the mean loss of every epoch. With no significant component the party's output
+    is unused: every input column is set to zero at once (the official code's prox alone
+    would shrink them to zero step by step).
+    """
+    if targets.shape[1] == 0:
+        with torch.no_grad():
+            input_layer.weight.zero_()
+        return []
+    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
+    losses: list[float] = []
+    model.train()
+    for epoch in range(p.epochs):
+        total = 0.0
+        for rows in p.batches(len(X), epoch):
+            idx = torch.as_tensor(rows, device=X.device)
+            optimizer.zero_grad(set_to_none=True)
+            loss = ((model(X[idx]) - targets[idx]) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            group_lasso_prox_(input_layer.weight, p.tau)
+            total += float(loss.detach()) * len(rows)
+        losses.append(total / max(len(X), 1))
+    return losses

@@ -1,0 +1,162 @@
+"""LESS-VFL: pre-training, embedding component selection, local feature selection.
+
+Castiglia, Zhou, Wang, Kadhe, Baracaldo and Patterson, "LESS-VFL: Communication-Efficient
+Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; SPEC section 5).
+
+1. Stage 1: standard VFL (SPEC section 3) for ``strategy.pretrain_epochs`` epochs.
+2. Stage 2 (phase ``stage2``): every party uploads its embeddings of all training rows once;
+   the server trains its model on these cached embeddings with proximal SGD, a group lasso on
+   its input columns, and tells each party only its own significant component set K_m. That
+   message is the last of stage 2.
+3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
+   delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
+   input-layer columns and removes the features whose column is zero.
+4. Standard VFL continues on the kept features and components only, up to ``training.epochs``
+   epochs in all; removed features and components are no longer computed or sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from vflfs.federation import Federation
+from vflfs.ml.embedding_selection import ProxSGD, select_components
+from vflfs.runtime.config import ConfigError
+from vflfs.server_app.experiment import Experiment
+
+from .result import RunResult
+from .strategy import EpochCallback
+from .vfl import VFL
+
+
+@dataclass
+class SelectionResult(RunResult):
+    """A run whose reported model (best validation epoch) is chosen among the epochs from
+    ``best_from`` on: the models trained after feature selection."""
+
+    best_from: int = 0
+
+    @property
+    def best(self) -> dict:
+        rows = [r for r in self.history if r["epoch"] >= self.best_from] or self.history
+        if not rows:
+            return {}
+        return max(rows, key=lambda row: (row["val_metric"], -row["epoch"]))
+
+    @classmethod
+    def of(cls, result: RunResult, best_from: int) -> SelectionResult:
+        return cls(
+            **{f.name: getattr(result, f.name) for f in fields(RunResult)}, best_from=best_from
+        )
+
+
+class LessVFL(VFL):
+    """LESS-VFL (Castiglia et al., ICML 2023): the three stages, then VFL on what was kept."""
+
+    name = "less_vfl"
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        pre, total = int(cfg.strategy.pretrain_epochs), int(cfg.training.epochs)
+        if not 0 <= pre < total:
+            raise ConfigError(
+                f"strategy.pretrain_epochs must be in 0..training.epochs - 1 = {total - 1}, got "
+                f"{pre}; training.epochs counts the pre-training and the epochs after selection"
+            )
+        self.pretrain_epochs = pre
+
+    def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
+        result = super().configure(federation, experiment)
+        return SelectionResult.of(result, self.pretrain_epochs)
+
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        self.run_epochs(federation, experiment, result, on_epoch, 0, self.pretrain_epochs)
+        self.select(federation, experiment, result)
+        total = int(self.cfg.training.epochs)
+        self.run_epochs(federation, experiment, result, on_epoch, self.pretrain_epochs, total)
+
+    def stop_early(self, epoch: int, result: RunResult) -> bool:
+        """Never before selection (early stopping counts from the first epoch after it)."""
+        return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
+
+    def row_extras(self) -> dict:
+        return {**super().row_extras(), "components_kept": int(sum(self.widths))}
+
+    # -- stages 2 and 3 -------------------------------------------------------------------
+    def prox_sgd(self, section: str, experiment: Experiment) -> ProxSGD:
+        """The proximal SGD settings of ``strategy.<section>`` (``server``: stage 2,
+        ``party``: stage 3); a null batch size means ``training.batch_size``."""
+        s = self.cfg.strategy[section]
+        batch = s.get("batch_size") or self.cfg.training.batch_size
+        return ProxSGD(
+            float(s.lam),
+            float(s.lr),
+            float(s.prox_lr),
+            int(s.epochs),
+            int(batch),
+            experiment.seed,
+        )
+
+    def significant_components(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> list[np.ndarray]:
+        """Stage 2: one upload of the training embeddings, then P-SGD at the server alone."""
+        embeddings = [r["embeddings"] for r in federation.broadcast("query.train_embeddings")]
+        self.uploaded_floats += sum(int(e.size) for e in embeddings)
+        p = self.prox_sgd("server", experiment)
+        y = experiment.y[experiment.splits.train]
+        keep, losses = select_components(self.server, embeddings, y, p)
+        result.extra["stage2"] = {
+            "settings": p.as_dict(),
+            "loss_first": losses[0] if losses else None,
+            "loss_last": losses[-1] if losses else None,
+            "components": [k.tolist() for k in keep],
+        }
+        return keep
+
+    def select(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        """Stages 2 and 3; the K_m delivery is the last message of stage 2 and its handler
+        runs stage 3, whose wall time moves from phase ``stage2`` to phase ``stage3``."""
+        p = self.prox_sgd("party", experiment)
+        traffic = federation.traffic
+        with traffic.in_phase("stage2"):
+            keep = self.significant_components(federation, experiment, result)
+            for m, k in enumerate(keep):
+                self.server.keep_components(m, k)
+                self.widths[m] = len(k)
+            payloads = {m: {"components": k, **p.as_dict()} for m, k in enumerate(keep)}
+            replies = federation.send("train.local_select", payloads)
+        span = max(r["ended"] for r in replies.values()) - min(
+            r["started"] for r in replies.values()
+        )
+        traffic.seconds["stage2"] -= span
+        traffic.seconds["stage3"] += span
+        self.record_selection(result, replies, p)
+
+    def record_selection(self, result: RunResult, replies: dict[int, dict], p: ProxSGD) -> None:
+        """What stage 3 did at each party, into ``results.json``'s ``extra``."""
+        result.extra["selection_epoch"] = self.pretrain_epochs
+        result.extra["stage3"] = {
+            "settings": p.as_dict(),
+            "parties": [
+                {
+                    "party": m,
+                    "started": float(r["started"]),
+                    "ended": float(r["ended"]),
+                    "loss_first": float(r["loss_first"]),
+                    "loss_last": float(r["loss_last"]),
+                    "features_kept": len(r["features"]),
+                    "components": np.asarray(r["components"]).tolist(),
+                }
+                for m, r in sorted(replies.items())
+            ],
+        }
+        result.extra["components_kept"] = [len(r["components"]) for _, r in sorted(replies.items())]

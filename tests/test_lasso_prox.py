@@ -1,0 +1,149 @@
+"""The group-lasso maths of LESS-VFL and its baselines, without a federation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, select_components
+from vflfs.ml.models import BottomModel, BottomSpec, Task, TopSpec
+from vflfs.ml.prox import group_lasso_prox_, nonzero_columns
+from vflfs.ml.top import ServerModel
+from vflfs.report.cost_to_target import (
+    cost_to_target,
+    format_cost,
+    reference_metric,
+    summarize_costs,
+)
+
+
+def test_prox_zeroes_a_group_exactly_at_the_threshold_and_shrinks_the_others():
+    # Columns (groups) with norms 5, 10, 4.9 and 0: tau = 5.
+    w = torch.tensor([[3.0, 6.0, 2.94, 0.0], [4.0, 8.0, 3.92, 0.0]])
+    norms = group_lasso_prox_(w, 5.0)
+    np.testing.assert_allclose(norms.numpy(), [5.0, 10.0, 4.9, 0.0], rtol=1e-6)
+    assert torch.equal(w[:, 0], torch.zeros(2))  # norm == tau: exactly zero
+    assert torch.equal(w[:, 2], torch.zeros(2))  # norm < tau: zero
+    assert torch.equal(w[:, 3], torch.zeros(2))  # a zero group stays zero (no NaN)
+    # norm > tau: scaled by 1 - tau / norm = 0.5, direction kept.
+    np.testing.assert_allclose(w[:, 1].numpy(), [3.0, 4.0], rtol=1e-6)
+    assert nonzero_columns(w).tolist() == [1]
+
+
+def test_prox_with_tau_zero_changes_nothing():
+    w = torch.randn(4, 6)
+    before = w.clone()
+    group_lasso_prox_(w, 0.0)
+    assert torch.equal(w, before)
+
+
+def server_model(widths=(3, 2), lr=0.1) -> ServerModel:
+    return ServerModel(
+        Task("classification", 2),
+        list(widths),
+        TopSpec(hidden=(), activation="none"),
+        {"name": "sgd", "lr": lr},
+        seed=0,
+        device=torch.device("cpu"),
+    )
+
+
+def test_server_prox_hook_acts_on_the_input_columns_after_every_step():
+    server = server_model()
+    server.prox_tau = 1e3  # larger than any column: every group becomes zero
+    server.step([np.ones((4, 3), np.float32), np.ones((4, 2), np.float32)], np.array([0, 1, 0, 1]))
+    assert all(torch.count_nonzero(layer.weight) == 0 for layer in server.input_layers)
+    assert torch.count_nonzero(server.model.interactive[0].bias) > 0  # biases are no group
+
+
+def test_keep_components_shrinks_the_interactive_layer():
+    server = server_model()
+    before = server.model.interactive[0].weight.detach().clone()
+    server.keep_components(0, [0, 2])
+    layer = server.model.interactive[0]
+    assert layer.weight.shape == (2, 2) and layer.in_features == 2
+    assert torch.equal(layer.weight.detach(), before[:, [0, 2]])
+    # The model runs on the smaller embedding, and the new optimiser owns the new weight.
+    loss, grads = server.step([np.ones((4, 2), np.float32)] * 2, np.array([0, 1, 0, 1]))
+    assert math.isfinite(loss) and grads[0].shape == (4, 2)
+    assert any(p is layer.weight for g in server.optimizer.param_groups for p in g["params"])
+
+
+def test_stage2_keeps_the_components_that_carry_the_label():
+    """Party 0's first component is the label signal, everything else is noise."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 2000)
+    e0 = rng.normal(size=(2000, 4)).astype(np.float32)
+    e0[:, 0] = (2 * y - 1) * 2.0 + 0.3 * e0[:, 0]
+    e1 = rng.normal(size=(2000, 4)).astype(np.float32)
+    server = server_model(widths=(4, 4), lr=0.1)
+    p = ProxSGD(lam=0.5, lr=0.1, prox_lr=0.1, epochs=30, batch_size=200, seed=0)
+    keep, losses = select_components(server, [e0, e1], y, p)
+    assert keep[0].tolist() == [0]
+    assert keep[1].tolist() == []
+    assert losses[-1] < losses[0]
+
+
+def test_stage3_removes_the_inputs_its_embedding_does_not_use():
+    """Targets depend on inputs 0 and 1 only: proximal SGD zeroes the other columns."""
+    torch.manual_seed(0)
+    X = torch.rand(1000, 6)
+    targets = torch.stack([X[:, 0] - X[:, 1], 2 * X[:, 1]], dim=1) * 3
+    model = BottomModel(6, BottomSpec(hidden=(8,), embedding_size=2, activation="none"))
+    p = ProxSGD(lam=0.05, lr=0.1, prox_lr=0.1, epochs=60, batch_size=100, seed=0)
+    losses = fit_embeddings(model, model.input_layer, X, targets, p)
+    assert nonzero_columns(model.input_layer.weight).tolist() == [0, 1]
+    assert losses[-1] < 0.05
+
+
+def test_stage3_without_components_removes_every_input():
+    model = BottomModel(5, BottomSpec(hidden=(8,), embedding_size=0, activation="none"))
+    p = ProxSGD(lam=0.1, lr=0.001, prox_lr=0.01, epochs=3, batch_size=10, seed=0)
+    assert fit_embeddings(model, model.input_layer, torch.rand(20, 5), torch.zeros(20, 0), p) == []
+    assert nonzero_columns(model.input_layer.weight).numel() == 0
+
+
+def test_prox_sgd_rejects_bad_settings():
+    with pytest.raises(ValueError, match="batch_size"):
+        ProxSGD(lam=0.1, lr=0.01, prox_lr=0.01, epochs=1, batch_size=0, seed=0)
+    with pytest.raises(ValueError, match="bad proximal SGD"):
+        ProxSGD(lam=-1, lr=0.01, prox_lr=0.01, epochs=1, batch_size=1, seed=0)
+
+
+# -- cost to target (LESS-VFL Table 2) --------------------------------------------------------
+HISTORY = [  # as csv.DictReader gives them: strings, empty cells
+    {"epoch": "0", "test_metric": "0.80", "spurious_removed": "0.0", "mb": "1.5"},
+    {"epoch": "1", "test_metric": "0.91", "spurious_removed": "0.5", "mb": "3.0"},
+    {"epoch": "2", "test_metric": "0.85", "spurious_removed": "0.9", "mb": "4.5"},
+    {"epoch": "3", "test_metric": "0.90", "spurious_removed": "0.8", "mb": "6.0"},
+]
+
+
+def test_cost_to_target_needs_both_accuracy_and_removal():
+    # target = 0.9 x 1.0: epoch 1 is accurate but removed too little, epoch 2 not accurate.
+    assert cost_to_target(HISTORY, 1.0) == 6.0
+    assert cost_to_target(HISTORY, 1.0, min_removed=None) == 3.0
+    assert cost_to_target(HISTORY, 1.0, min_removed=0.95) is None
+    assert cost_to_target(HISTORY, 0.9, cost="epoch") == 2.0  # target 0.81
+    assert cost_to_target(list(reversed(HISTORY)), 1.0) == 6.0  # by epoch, not row order
+
+
+def test_cost_to_target_without_spurious_column_never_meets_removal():
+    rows = [{"epoch": 0, "test_metric": 0.99, "spurious_removed": "", "mb": 1.0}]
+    assert cost_to_target(rows, 1.0) is None
+    assert cost_to_target(rows, 1.0, min_removed=None) == 1.0
+
+
+def test_cost_to_target_reads_dataframes_and_summarises():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(HISTORY).astype(float)
+    assert cost_to_target(frame, 1.0) == 6.0
+    assert reference_metric([HISTORY, frame]) == pytest.approx(0.91)
+    summary = summarize_costs([2.0, 4.0, None])
+    assert summary["reached"] == 2 and summary["runs"] == 3
+    assert summary["mean"] == 3.0 and summary["std"] == pytest.approx(math.sqrt(2))
+    assert format_cost(summary) == "3.0 ± 1.4 (2/3)"
+    assert format_cost(summarize_costs([None])) == "n/r"
