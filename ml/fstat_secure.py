@@ -1,0 +1,160 @@
+"""The secure F-statistic on both sides: the server learns only rho = SSB / SST per feature.
+
+Built like the secure Gini (Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1; masked squaring
+of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per feature:
+
+1. party (:func:`party_mask`): [[S_k]] = sum_a x_a [[A_ak]] for k < c-1 (a multi-exponentiation:
+   Pippenger's buckets), [[S_{c-1}]] = S - the others; sends the packed masked sums
+   u_k = S_k + r_k, re-randomised, and keeps r_k, S and sum x^2.
+2. server (:func:`server_square`): decrypts u_k and, with its secret class weights
+   v_k = L / n_k (L = prod_k n_k), returns [[sum_k v_k u_k^2]] and [[v_k u_k]] for each k.
+3. party (:func:`party_combine`): [[T]] = [[sum v u^2]] - 2 sum_k r_k [[v_k u_k]] +
+   sum_k r_k^2 [[v_k]] = [[sum_k v_k S_k^2]], then [[V]] = omega (N [[T]] - S^2 [[L]]),
+   re-randomised; omega = round(2^E M / D) normalises by the party's own variance. The
+   server sends [[v_k]] and [[L]] encrypted: the class sizes stay its secret.
+4. server: rho = V / (2^E M L) and F = (N - c) / (c - 1) rho / (1 - rho).
+
+The server sees masked sums (statistically hidden) and V, i.e. rho: nothing but F. A party sees
+only ciphertexts, and its own features' F at the end.
+"""
+
+from __future__ import annotations
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+
+from .fstat import FStatParams, f_from_rho, quantize
+from .paillier import ONE, PrivateKey, PublicKey, pack, pack_plain, random_bits, unpack_plain
+from .parallel import chunks, fork_map, shared
+
+WINDOW = 8  # bits per Pippenger window
+
+
+def multi_exp(key: PublicKey, cts: list[mpz], exps: np.ndarray, bits: int) -> mpz:
+    """Enc(sum_a exps[a] m_a) = prod_a cts[a]^exps[a], by buckets per ``WINDOW``-bit digit:
+    about (bits / WINDOW) (len(cts) + 2^(WINDOW+1)) multiplications instead of bits len(cts)."""
+    n2, result = key.n2, ONE
+    for j in reversed(range(-(-bits // WINDOW))):
+        if result != ONE:
+            result = gmpy2.powmod(result, 1 << WINDOW, n2)
+        digits = (exps >> (j * WINDOW)) & ((1 << WINDOW) - 1)
+        buckets = [ONE] * (1 << WINDOW)
+        for a in np.flatnonzero(digits).tolist():
+            d = int(digits[a])
+            buckets[d] = buckets[d] * cts[a] % n2
+        running, acc = ONE, ONE
+        for d in range((1 << WINDOW) - 1, 0, -1):
+            if buckets[d] != ONE:
+                running = running * buckets[d] % n2
+            if running != ONE:
+                acc = acc * running % n2
+        result = result * acc % n2
+    return result
+
+
+def party_mask(
+    X: np.ndarray, labels: list[mpz], key: PublicKey, params: FStatParams, workers: int
+) -> tuple[list[list[mpz]], np.ndarray]:
+    """Step 1 for every feature: (packed ciphertexts per feature, kept integers per feature:
+    masks r_0..r_{c-1}, S, sum x^2 as an object array (features, c + 2))."""
+    c1 = params.n_classes - 1
+    columns = [labels[k::c1] for k in range(c1)]
+    if len(columns[0]) != len(X) or len(X) != params.rows:
+        raise ValueError(f"got {len(columns[0])} encrypted labels for {len(X)} training rows")
+    Xq = quantize(X, params.value_bits)
+    tasks = chunks(Xq.shape[1], workers)
+    parts = fork_map(_mask_part, tasks, workers, Xq=Xq, columns=columns, key=key, params=params)
+    out = [feature for part in parts for feature in part]
+    kept = np.empty((len(out), params.n_classes + 2), dtype=object)
+    for f, (_, k) in enumerate(out):
+        kept[f] = k
+    return [o[0] for o in out], kept
+
+
+def _mask_part(features: np.ndarray) -> list[tuple]:
+    s = shared()
+    return [mask_feature(s["Xq"][:, f], s["columns"], s["key"], s["params"]) for f in features]
+
+
+def mask_feature(
+    xq: np.ndarray, columns: list[list[mpz]], key: PublicKey, params: FStatParams
+) -> tuple[list[mpz], list[int]]:
+    sums = [multi_exp(key, col, xq, params.value_bits) for col in columns]
+    total = int(xq.sum())
+    sums.append(key.plain(total) * gmpy2.invert(key.product(sums), key.n2) % key.n2)
+    r = [random_bits(params.mask_range) for _ in range(params.n_classes)]
+    packed = []
+    for t in range(params.chunks):
+        js = params.chunk(t)
+        ct = pack(key, [sums[j] for j in js], params.width)
+        ct = ct * key.plain(pack_plain([r[j] for j in js], params.width)) % key.n2
+        packed.append(key.rerandomize(ct))
+    squares = int((xq.astype(object) ** 2).sum())
+    return packed, [*r, total, squares]
+
+
+def server_square(
+    key: PrivateKey, params: FStatParams, weights: list[int], packed: list[list[mpz]], workers: int
+) -> list[list[mpz]]:
+    """Per feature: [[sum_k v_k u_k^2]], then [[v_k u_k]] for each class k."""
+    tasks = chunks(len(packed), workers)
+    inputs = {"key": key, "params": params, "weights": weights, "packed": packed}
+    parts = fork_map(_square_part, tasks, workers, **inputs)
+    return [feature for part in parts for feature in part]
+
+
+def unmasked_sums(key: PrivateKey, params: FStatParams, packed: list[mpz]) -> list[int]:
+    u: list[int] = []
+    for t, ct in enumerate(packed):
+        u += unpack_plain(key.decrypt(ct), len(params.chunk(t)), params.width)
+    return u
+
+
+def _square_part(features: np.ndarray) -> list[list[mpz]]:
+    s = shared()
+    key, params, v = s["key"], s["params"], s["weights"]
+    out = []
+    for f in features:
+        u = unmasked_sums(key, params, s["packed"][f])
+        z = sum(vk * uk * uk for vk, uk in zip(v, u, strict=True))
+        out.append([key.encrypt(z), *[key.encrypt(vk * uk) for vk, uk in zip(v, u, strict=True)]])
+    return out
+
+
+def party_combine(
+    key: PublicKey,
+    params: FStatParams,
+    kept: np.ndarray,
+    returned: list[list[mpz]],
+    enc_weights: list[mpz],
+    workers: int,
+) -> list[mpz]:
+    """[[V]] per feature from the server's step-2 ciphertexts, [[v_0]]..[[v_{c-1}]], [[L]]."""
+    tasks = chunks(len(returned), workers)
+    inputs = {"key": key, "params": params, "kept": kept, "returned": returned}
+    parts = fork_map(_combine_part, tasks, workers, enc_weights=enc_weights, **inputs)
+    return [v for part in parts for v in part]
+
+
+def _combine_part(features: np.ndarray) -> list[mpz]:
+    s = shared()
+    key, params = s["key"], s["params"]
+    out = []
+    for f in features:
+        *r, total, squares = (int(x) for x in s["kept"][f])
+        z, *vu = s["returned"][f]
+        *v_enc, scale = s["enc_weights"]
+        t = key.combine([z, *vu, *v_enc], [1, *[-2 * x for x in r], *[x * x for x in r]])
+        omega = params.omega(total, squares)
+        v = key.combine([t, scale], [params.rows * omega, -omega * total * total])
+        out.append(key.rerandomize(v))
+    return out
+
+
+def server_finish(
+    key: PrivateKey, params: FStatParams, scale: int, values: list[mpz]
+) -> np.ndarray:
+    """F per feature from the decrypted V and the server's L."""
+    rhos = [params.rho(key.decrypt_signed(v), scale) for v in values]
+    return np.asarray([f_from_rho(r, params.rows, params.classes_present) for r in rhos])

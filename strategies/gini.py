@@ -1,0 +1,186 @@
+"""Secure Gini importance of every party's features: FedSDG-FS Algorithm 1 as a protocol phase.
+
+Li et al. 2023, "FedSDG-FS: Efficient and Secure Feature Selection for Vertical Federated
+Learning", INFOCOM, Algorithm 1, with Erkin et al.'s masked squaring (PETS 2009); SPEC section 4.
+The server makes a Paillier key pair and encrypts the one-hot labels of the training rows once;
+each party bins its features, sums the encrypted labels per bin (additions only), masks and packs
+the counts; the server squares what it decrypts (masked values only) and returns [[sum_k u^2]] per
+bin; the party turns that into [[sum_i w_i sum_k n_ik^2]]; the server decrypts it and finishes
+G(f) = 1 - Q / (N 2^F). Three round-trips in the ``gini`` traffic phase; each party ends up
+holding its own scores, and :func:`secure_gini` returns every party's (the server's view).
+
+What each side learns: the server, every feature's G and masked values u = n + r whose masks
+are 2^mask_bits times wider than any count (statistically hiding); a party, nothing about the
+labels but its own features' G (see docs/secure_gini.md). Cost: docs/secure_gini.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from vflfs.federation import Federation
+from vflfs.ml import paillier
+from vflfs.ml.gini import GiniParams
+from vflfs.ml.gini_secure import encrypt_labels, server_finish, server_square
+from vflfs.ml.parallel import resolve_workers
+from vflfs.runtime.config import ConfigError
+from vflfs.server_app.experiment import Experiment
+
+log = logging.getLogger("vflfs")
+
+
+@dataclass(frozen=True)
+class GiniConfig:
+    """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, CPU workers."""
+
+    bins: int = 10
+    key_bits: int = 2048
+    weight_bits: int = 52
+    mask_bits: int = 40
+    workers: int | None = None  # None / 0: every CPU
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping | DictConfig | None, section: str = "gini") -> GiniConfig:
+        return cls(**config_values(cls, cfg, section))
+
+
+def config_values(cls, cfg: Mapping | DictConfig | None, section: str) -> dict:
+    """The known keys of a config section (defaults for the missing), typos rejected."""
+    values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    values = dict(values or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} in strategy.{section}; known: {sorted(known)}")
+    return {k: (None if v is None else int(v)) for k, v in values.items()}
+
+
+def scoring_phase(federation: Federation, phase: str):
+    """The traffic phase ``phase``, unless the caller already opened it (no double count)."""
+    if federation.traffic.phase == phase:
+        return nullcontext()
+    return federation.traffic.in_phase(phase)
+
+
+def classification_labels(experiment: Experiment, rows: np.ndarray | None, what: str):
+    """The training rows and their class ids, or a config error for regression tasks."""
+    if experiment.task.kind != "classification":
+        raise ConfigError(f"{what} needs class labels; dataset task is {experiment.task.kind}")
+    rows = experiment.splits.train if rows is None else rows
+    rows = np.asarray(rows, dtype=np.int64)
+    return rows, np.asarray(experiment.y)[rows].astype(np.int64)
+
+
+def secure_gini(
+    federation: Federation,
+    experiment: Experiment,
+    cfg_gini: Mapping | DictConfig | None = None,
+    *,
+    keys: paillier.PrivateKey | None = None,
+    rows: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """Every party's Gini scores, per party one value per feature of its full set.
+
+    The parties must be set up (``query.setup``). ``cfg_gini``: :class:`GiniConfig` keys.
+    ``keys`` (default: a fresh pair) and ``rows`` (default: the training rows) are for tests and
+    benchmarks. Each party also keeps its own scores (``ops_gini.stored_scores``).
+    """
+    cfg = GiniConfig.from_cfg(cfg_gini)
+    rows, y = classification_labels(experiment, rows, "secure Gini")
+    with scoring_phase(federation, "gini"):
+        start = time.perf_counter()
+        key = keys or paillier.generate_keys(cfg.key_bits)
+        params = GiniParams(
+            bins=cfg.bins,
+            n_classes=experiment.task.n_classes,
+            rows=len(rows),
+            weight_bits=cfg.weight_bits,
+            mask_bits=cfg.mask_bits,
+            key_bits=key.public.bits,
+        )
+        scores = _protocol(federation, key, params, rows, y, cfg.workers)
+        log.info(
+            "secure Gini: %d features, %d-bit key, %.1f s",
+            sum(len(s) for s in scores),
+            params.key_bits,
+            time.perf_counter() - start,
+        )
+    return scores
+
+
+def _protocol(
+    federation: Federation,
+    key: paillier.PrivateKey,
+    params: GiniParams,
+    rows: np.ndarray,
+    y: np.ndarray,
+    workers_cfg: int | None,
+) -> list[np.ndarray]:
+    workers = resolve_workers(workers_cfg)
+    nbytes = key.public.nbytes
+    labels = encrypt_labels(key, y, params.n_classes, workers)
+    replies = federation.broadcast(
+        "query.gini_mask",
+        {
+            "public_key": key.public.to_bytes(),
+            "labels": paillier.to_array(labels, nbytes, (len(rows), params.n_classes - 1)),
+            "rows": rows,
+            **params.to_payload(),
+            "workers": int(workers_cfg or 0),
+        },
+    )
+    squares = {}
+    for m, reply in enumerate(replies):
+        packed = np.asarray(reply["packed"])
+        flat = paillier.from_array(packed)
+        per_feature = [
+            flat[f * params.chunks : (f + 1) * params.chunks] for f in range(len(packed))
+        ]
+        sq = server_square(key, params, per_feature, workers)
+        squares[m] = paillier.to_array(
+            [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
+        )
+    replies = federation.send(
+        "query.gini_combine",
+        {m: {"squares": s, "workers": int(workers_cfg or 0)} for m, s in squares.items()},
+    )
+    scores = [
+        server_finish(key, params, paillier.from_array(replies[m]["weighted"]))
+        for m in range(len(replies))
+    ]
+    federation.send("query.gini_scores", {m: {"scores": s} for m, s in enumerate(scores)})
+    return scores
+
+
+def global_ranks(scores: list[np.ndarray], lower_is_better: bool = True) -> list[np.ndarray]:
+    """Each party's features' ranks among all parties' (0 = most important; ties: party order)."""
+    flat = np.concatenate([np.asarray(s, dtype=np.float64) for s in scores])
+    key = flat if lower_is_better else -flat
+    key = np.where(np.isnan(key), np.inf, key)
+    ranks = np.empty(len(flat), dtype=np.int64)
+    ranks[np.argsort(key, kind="stable")] = np.arange(len(flat))
+    bounds = np.cumsum([0, *[len(s) for s in scores]])
+    return [ranks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def keep_best(
+    scores: list[np.ndarray], fraction: float, lower_is_better: bool = True
+) -> list[np.ndarray]:
+    """Local indices each party keeps: the best ``fraction`` of all features by global rank
+    (at least one feature per party, its best, so that no party is left without input)."""
+    if not 0 < fraction <= 1:
+        raise ConfigError(f"strategy.keep_fraction must be in (0, 1], got {fraction}")
+    ranks = global_ranks(scores, lower_is_better)
+    k = max(1, int(round(fraction * sum(len(s) for s in scores))))
+    kept = []
+    for r in ranks:
+        mine = np.flatnonzero(r < k)
+        kept.append(mine if mine.size or not r.size else np.asarray([int(np.argmin(r))]))
+    return kept

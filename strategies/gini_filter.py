@@ -1,0 +1,87 @@
+"""Gini filter (SPEC section 6): keep the best fraction of features by secure Gini, then train.
+
+FedSDG-FS's "FedSDG-FS-gini" filter baseline (Li et al. 2023, "FedSDG-FS: Efficient and Secure
+Feature Selection for Vertical Federated Learning", INFOCOM, Sec. VI and Fig. 5, where it is
+compared with SFFS and random selection): every party's features are scored by the secure Gini
+protocol (:func:`vflfs.strategies.gini.secure_gini`), the server ranks all of them (smaller G =
+more important) and keeps the best ``keep_fraction`` overall; each party removes the rest for
+good (``train.keep``) and standard VFL trains on what is left. :class:`SelectThenTrain` is the
+shared skeleton of the filter baselines (Gini, F-statistic, random).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vflfs.federation import Federation
+from vflfs.server_app.experiment import Experiment
+
+from .gini import keep_best, scoring_phase, secure_gini
+from .result import RunResult
+from .strategy import EpochCallback, Strategy, log
+from .vfl import VFL
+
+
+class SelectThenTrain(VFL):
+    """Score every feature once, keep the best fraction overall, then standard VFL."""
+
+    name = Strategy.name  # a skeleton: not a strategy of its own
+    phase = "selection"  # traffic phase of the scoring and the removal
+    lower_is_better = True
+
+    def scores(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> list[np.ndarray]:
+        """One score per feature of each party's full set (``result.parties``: their sizes)."""
+        raise NotImplementedError
+
+    def select(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        fraction = float(self.cfg.strategy.get("keep_fraction", 0.5))
+        with scoring_phase(federation, self.phase):
+            scores = self.scores(federation, experiment, result)
+            kept = keep_best(scores, fraction, self.lower_is_better)
+            federation.send("train.keep", {m: {"features": k} for m, k in enumerate(kept)})
+        for m, k in enumerate(kept):
+            result.parties[m].selected = k.tolist()
+        result.extra["filter"] = {
+            "method": self.name,
+            "keep_fraction": fraction,
+            "scores": [[_finite(v) for v in s] for s in scores],
+            "kept": [k.tolist() for k in kept],
+        }
+        log.info(
+            "%s: kept %d of %d features",
+            self.name,
+            sum(len(k) for k in kept),
+            sum(len(s) for s in scores),
+        )
+
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        self.select(federation, experiment, result)
+        super().fit(federation, experiment, result, on_epoch)
+
+
+def _finite(value: float) -> float | None:
+    """JSON-safe: infinite or undefined scores become None."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+class GiniFilter(SelectThenTrain):
+    """Secure Gini (FedSDG-FS Algorithm 1), keep the best ``keep_fraction``, then VFL."""
+
+    name = "gini_filter"
+    phase = "gini"
+
+    def scores(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> list[np.ndarray]:
+        return secure_gini(federation, experiment, self.cfg.strategy.get("gini"))

@@ -1,0 +1,171 @@
+"""Filter baselines (SPEC section 6): Gini filter, F-statistic filter, random selection.
+
+Each runs end to end over the real ClientApp (LocalGrid) on the tiny MADELON-like problem, with
+512-bit keys: the right number of features is kept, the parties' input layers shrink to them,
+and the secure F-statistic equals its plaintext twin and finds the informative columns.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from sklearn.feature_selection import f_classif
+from test_gini import Recorder, set_up, views
+
+from vflfs.client_app import state
+from vflfs.client_app.app import app as client_app
+from vflfs.client_app.ops_gini import stored_scores
+from vflfs.federation import UP, LocalGrid
+from vflfs.federation.payload import decode
+from vflfs.ml import paillier
+from vflfs.ml.fstat import FStatParams, fstat_fixed_point, quantize
+from vflfs.ml.fstat_secure import unmasked_sums
+from vflfs.ml.gini import gini_fixed_point
+from vflfs.server_app.experiment import Experiment
+from vflfs.server_app.run import run_experiment
+from vflfs.strategies.fstat_filter import secure_fstat
+from vflfs.strategies.gini import keep_best
+
+from helpers import tiny_config
+
+SMALL_KEY = {
+    "gini_filter": "strategy.gini.key_bits=512",
+    "fstat_filter": "strategy.fstat.key_bits=512",
+    "random_fs": "",
+}
+
+
+def run_filter(strategy: str, out_dir, extra: str = "") -> tuple[dict, LocalGrid, Experiment]:
+    """A short run of ``strategy`` over a LocalGrid we keep, to inspect the parties after."""
+    cfg = tiny_config(f"strategy={strategy} training.epochs=2 {SMALL_KEY[strategy]} {extra}")
+    grid = LocalGrid(client_app, int(cfg.split.num_parties))
+    return run_experiment(grid, cfg, out_dir), grid, Experiment.from_config(cfg)
+
+
+def parties(grid: LocalGrid):
+    """Each party as its node restores it from ``context.state``, by partition id."""
+    out = {}
+    for node, (pid, _) in grid.contexts.items():
+        state.forget(grid._state[node])
+        out[pid] = (state.restore(grid._state[node])[0], grid._state[node])
+    return [out[m] for m in sorted(out)]
+
+
+@pytest.mark.parametrize("strategy", ["gini_filter", "fstat_filter", "random_fs"])
+def test_filters_keep_the_fraction_and_shrink_the_parties(strategy, tmp_path):
+    summary, grid, experiment = run_filter(strategy, tmp_path, "strategy.keep_fraction=0.25")
+    total = sum(p["n_features"] for p in summary["parties"])
+    kept = summary["extra"]["filter"]["kept"]
+    assert sum(len(k) for k in kept) == round(0.25 * total) == 10
+    assert summary["selection"]["selected_features"] == 10
+    assert summary["selection"]["ratio"] == pytest.approx(10 / total)
+    for (party, _), mine, report in zip(parties(grid), kept, summary["parties"], strict=True):
+        assert party.features.tolist() == mine == report["selected"]
+        assert party.model.input_layer.weight.shape[1] == len(mine)  # the input layer shrank
+    scores = [np.asarray(s, dtype=float) for s in summary["extra"]["filter"]["scores"]]
+    lower = strategy != "fstat_filter"
+    assert [k.tolist() for k in keep_best(scores, 0.25, lower)] == kept
+    assert summary["communication"]["phases"][
+        {"gini_filter": "gini", "fstat_filter": "fstat", "random_fs": "selection"}[strategy]
+    ]["round_trips"] == (1 if strategy == "random_fs" else 4)
+
+
+def test_gini_filter_keeps_the_globally_best_by_plaintext_gini(tmp_path):
+    summary, grid, experiment = run_filter("gini_filter", tmp_path)
+    rows = experiment.splits.train
+    y = experiment.y[rows]
+    plain = [gini_fixed_point(X, y, 10, 2, 52) for X in views(experiment, rows)]
+    assert [k.tolist() for k in keep_best(plain, 0.5)] == summary["extra"]["filter"]["kept"]
+    for (_, context), mine in zip(parties(grid), plain, strict=True):
+        np.testing.assert_array_equal(stored_scores(context, "gini"), mine)
+
+
+def test_random_fs_is_seeded(tmp_path):
+    kept = [
+        run_filter("random_fs", tmp_path / str(i), extra)[0]["extra"]["filter"]["kept"]
+        for i, extra in enumerate(["", "", "strategy.seed=1"])
+    ]
+    assert kept[0] == kept[1] != kept[2]
+
+
+def exact_f(Xq: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The two-class ANOVA F in exact rational arithmetic."""
+    n = [int((y == k).sum()) for k in (0, 1)]
+    out = []
+    for col in Xq.T.astype(object):
+        sums, total = [col[y == k].sum() for k in (0, 1)], col.sum()
+        ssb = sum(Fraction(s * s, m) for s, m in zip(sums, n, strict=True))
+        ssb -= Fraction(total * total, len(y))
+        sst = Fraction((col * col).sum()) - Fraction(total * total, len(y))
+        out.append(float((len(y) - 2) * ssb / (sst - ssb)))
+    return np.asarray(out)
+
+
+@pytest.fixture(scope="module")
+def fstat_run():
+    cfg = tiny_config("noise.ratio=0.5")
+    recorder = Recorder()
+    federation, experiment, grid = set_up(cfg, [recorder])
+    recorder.messages.clear()
+    key = paillier.generate_keys(512)
+    scores = secure_fstat(federation, experiment, {"key_bits": 512}, keys=key)
+    return experiment, scores, recorder, key
+
+
+def test_secure_fstat_equals_plaintext(fstat_run):
+    experiment, scores, _, _ = fstat_run
+    rows = experiment.splits.train
+    y = experiment.y[rows]
+    params = FStatParams(2, len(rows), 2, 16, 56, 40, 512)
+    for secure, X in zip(scores, views(experiment, rows), strict=True):
+        Xq = quantize(X, 16)
+        np.testing.assert_array_equal(secure, fstat_fixed_point(Xq, y, params))  # bit for bit
+        np.testing.assert_allclose(secure, exact_f(Xq, y), rtol=1e-13)
+        np.testing.assert_allclose(secure, f_classif(Xq, y)[0], rtol=1e-6)  # float cancellation
+
+
+def test_secure_fstat_ranks_informative_columns_above_noise(fstat_run):
+    experiment, scores, _, _ = fstat_run
+    F = np.concatenate(scores)
+    columns = np.concatenate(
+        [
+            np.r_[c, np.full(len(s) - len(c), -1)]
+            for c, s in zip(experiment.columns, scores, strict=True)
+        ]
+    )  # original column per feature; -1 for injected noise
+    relevant = np.isin(columns, experiment.relevant)
+    noise = columns == -1
+    assert noise.sum() >= 15 and relevant.sum() == 8
+    order = np.argsort(-F)
+    assert relevant[order[:4]].all()  # chance: (8 / 60)^4
+    assert F[relevant].mean() > 5 * F[noise].mean()
+    assert np.median(np.flatnonzero(relevant[order])) < np.median(np.flatnonzero(noise[order]))
+
+
+def test_fstat_server_sees_only_masked_class_sums(fstat_run):
+    experiment, scores, recorder, key = fstat_run
+    rows = experiment.splits.train
+    y = experiment.y[rows]
+    params = FStatParams(2, len(rows), 2, 16, 56, 40, 512)
+    checked = 0
+    for direction, party, op, content in recorder.messages:
+        payload = decode(content)
+        if direction != UP:
+            assert all(
+                v.dtype == np.uint8 and v.shape[-1] == key.public.nbytes
+                for k, v in payload.items()
+                if isinstance(v, np.ndarray) and k not in ("rows", "scores")
+            )
+            continue
+        if op != "query.fstat_mask":
+            continue
+        Xq = quantize(views(experiment, rows)[party], 16)
+        true = np.stack([Xq[y == k].sum(axis=0) for k in (0, 1)], axis=1).astype(object)
+        packed = paillier.from_array(payload["packed"])
+        u = np.asarray([unmasked_sums(key, params, [c]) for c in packed], dtype=object)
+        masks = (u - true).astype(float) / 2**params.mask_range
+        assert (masks >= 0).all() and (masks < 1).all() and not (u == true).any()
+        checked += 1
+    assert checked == experiment.num_parties
