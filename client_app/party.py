@@ -97,7 +97,7 @@ class Party:
         The layers shrink and the optimiser restarts on the smaller model.
         """
         if features is not None:
-            features = np.asarray(features, dtype=np.int64)
+            features = np.array(features, dtype=np.int64)
             local = np.searchsorted(self.features, features)
             if not np.array_equal(self.features[local], features):
                 raise ValueError("can only keep features that are still in use")
@@ -105,7 +105,7 @@ class Party:
             self.features = features
             self.X = self.X_all[:, torch.as_tensor(features, device=self.device)]
         if components is not None:
-            components = np.asarray(components, dtype=np.int64)
+            components = np.array(components, dtype=np.int64)
             local = np.searchsorted(self.components, components)
             self.model.keep_outputs(torch.as_tensor(local, device=self.device))
             self.components = components

@@ -20,6 +20,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
 from .stg import STG
+from .strategy import EpochCallback
 
 
 def gate_init(scores: list[np.ndarray], mode: str, fraction: float) -> list[np.ndarray]:
@@ -50,8 +51,14 @@ class FedSDGFS(STG):
             "embedding": self.gate(s.lambda_embedding),
         }
 
-    def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
-        result = super().configure(federation, experiment)
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        """The Gini phase (secure importance initialisation of the input gates), then VFL."""
         s = self.cfg.strategy
         if s.init == "gini":
             from .gini import secure_gini
@@ -63,4 +70,4 @@ class FedSDGFS(STG):
             result.extra["gini"] = [np.asarray(g).tolist() for g in scores]
         elif s.init != "uniform":
             raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {s.init!r}")
-        return result
+        super().fit(federation, experiment, result, on_epoch)

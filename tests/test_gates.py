@@ -103,3 +103,30 @@ def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
     assert per_sample[-1] < per_sample[0]  # closed components are no longer sent
     evaluation = lambda s: s["communication"]["phases"]["evaluation"]["bytes_up"]  # noqa: E731
     assert evaluation(sdg) < evaluation(vfl)
+
+
+def test_fedsdg_fs_initialises_gates_from_secure_gini(tmp_path):
+    cfg = tiny_config(
+        "strategy=fedsdg_fs strategy.gini.key_bits=512 strategy.lambda_embedding=0.02 "
+        "training.epochs=3"
+    )
+    summary = run_local(cfg, tmp_path)
+    phases = summary["communication"]["phases"]
+    assert phases["gini"]["round_trips"] >= 3 and phases["gini"]["bytes_up"] > 0
+    gini = summary["extra"]["gini"]
+    assert [len(g) for g in gini] == [14, 13, 13]
+    assert all(0.0 <= g <= 1.0 for party in gini for g in party)
+
+
+def test_gate_init_opens_the_globally_best_fraction():
+    from vflfs.strategies.fedsdg_fs import gate_init
+
+    scores = [np.array([0.40, 0.10, 0.45]), np.array([0.20, 0.48])]
+    top = gate_init(scores, "top_fraction", 0.4)  # 2 of 5 features: 0.10 and 0.20
+    np.testing.assert_allclose(np.concatenate(top), [0.1, 0.9, 0.1, 0.9, 0.1])
+    assert [len(m) for m in top] == [3, 2]
+    inverse = gate_init(scores, "inverse", 0.5)
+    assert inverse[0][1] == pytest.approx(1.0)  # the smallest G gets the largest mu
+    assert inverse[1][1] == pytest.approx(0.10 / 0.48)
+    with pytest.raises(ValueError, match="init_mode"):
+        gate_init(scores, "nosuch", 0.5)
