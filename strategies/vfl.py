@@ -23,6 +23,7 @@ from vflfs.ml.top import ServerModel
 from vflfs.server_app.experiment import Experiment
 
 from .result import PartyReport, RunResult
+from .secure_layer import STEP_OPERATION, make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 
 
@@ -30,6 +31,7 @@ class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
+    secure = None  # the secure interactive layer (strategy.secure != none)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
 
     # -- setup ----------------------------------------------------------------------------
@@ -68,6 +70,7 @@ class VFL(Strategy):
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
         self.server = self.make_server_model(experiment)
+        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
         return result
 
@@ -108,15 +111,21 @@ class VFL(Strategy):
             for payload in payloads.values():
                 payload["evaluate"] = True
         return federation.send(
-            "train.step",
+            "train.step" if self.secure is None else STEP_OPERATION,
             payloads,
-            reply_phases={"eval_embeddings": "evaluation", "eval_open": "evaluation"},
+            reply_phases={
+                "eval_embeddings": "evaluation",
+                "eval_open": "evaluation",
+                "eval_cipher": "evaluation",
+            },
         )
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, dict], batches: list[np.ndarray]
     ) -> tuple[list[float], list[list[np.ndarray]]]:
         """The top model's steps on the returned embeddings; the gradients for each party."""
+        if self.secure is not None:
+            return self.secure.server_steps(experiment, replies, batches)
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
@@ -212,13 +221,18 @@ class VFL(Strategy):
     ) -> bool:
         """Score the epoch that just ended and record it; True to stop early."""
         with federation.traffic.in_phase("evaluation"):
-            embeddings = [
-                expand(replies[m]["eval_embeddings"], replies[m].get("eval_open"), self.widths[m])
-                for m in range(len(replies))
-            ]
-            scores = self.evaluate(experiment, embeddings)
             rows = sum(len(r) for r in experiment.eval_sets().values())
-            sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
+            if self.secure is not None:
+                scores, sent = self.secure.evaluate(experiment, replies)
+            else:
+                embeddings = [
+                    expand(
+                        replies[m]["eval_embeddings"], replies[m].get("eval_open"), self.widths[m]
+                    )
+                    for m in range(len(replies))
+                ]
+                scores = self.evaluate(experiment, embeddings)
+                sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
         for m, r in replies.items():
             result.parties[m].selected = np.asarray(r["selected"]).tolist()
         result.step_losses.extend(losses)

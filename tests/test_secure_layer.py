@@ -1,0 +1,173 @@
+"""The secure interactive layer (``strategy.secure``; SPEC section 4, Algorithms 2-3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ArrayRecord
+
+from vflfs.federation import DOWN, UP
+from vflfs.federation.payload import from_array
+from vflfs.ml import secure_layer as sl
+from vflfs.ml.models import TopModel, TopSpec, seeded
+
+from helpers import run_local, tiny_config
+
+
+class Recorder:
+    """An observer that keeps every message (as in test_privacy)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, int, str, object]] = []
+
+    def __call__(self, direction, party, operation, content) -> None:
+        self.messages.append((direction, party, operation, content))
+
+
+# Small widths keep Paillier affordable in tests (costs scale with e x width x batch).
+SMALL = (
+    "training.epochs=3 training.batch_size=64 split.num_parties=2 "
+    "model.bottom.embedding_size=4 model.top.hidden=[8] strategy.secure_key_bits=512"
+)
+
+
+@pytest.mark.parametrize("mode", ["plaintext", "paillier"])
+def test_protocol_computes_the_plain_layer(mode):
+    """Forward z = g W^T, dL/dg = delta W and the update W <- W - lr delta^T g, exactly as the
+    plain model (float tolerance), with W split as W~ - eps between server and party."""
+    B, e = 12, 5
+    model = seeded(3, TopModel, [e, e], 2, TopSpec(hidden=(6,)))
+    layer = model.interactive[1]
+    W = layer.weight.detach().double()
+    rng = np.random.default_rng(0)
+    eps = rng.normal(size=tuple(W.shape))
+    w_tilde = W.numpy() + eps
+    g = torch.tensor(rng.normal(size=(B, e)), requires_grad=True)
+    delta = rng.normal(size=(B, W.shape[0])) * 0.1
+    party = sl.make_cipher(mode, 512)
+    server = sl.make_cipher(mode, 512)
+    party_pub = sl.public_cipher(mode, party.public_bytes())
+    server_pub = sl.public_cipher(mode, server.public_bytes())
+
+    wire_g = sl.party_encrypt(party, g.detach().numpy())
+    cts = party_pub.from_wire(wire_g)
+    y, e_s = sl.server_forward(party_pub, cts, w_tilde)
+    z = sl.server_z(sl.party_forward(party, y, g.detach().numpy(), eps), e_s)
+
+    reference = layer.double()(g)  # party 1's layer has no bias
+    np.testing.assert_allclose(z, reference.detach().numpy(), atol=1e-4)
+    (reference * torch.tensor(delta)).sum().backward()
+
+    gradw, enc_delta, big_r, dw = sl.server_backward(party_pub, server, cts, delta, w_tilde)
+    m, de, r, noise = sl.party_backward(party, server_pub, gradw, enc_delta, eps, 1.0, rng)
+    noisy = sl.server_weight_gradient(m, big_r)
+    grad_g = sl.party_gradient(sl.server_embedding_gradient(server, de, dw), r)
+    np.testing.assert_allclose(grad_g, g.grad.numpy(), atol=1e-4)
+    np.testing.assert_allclose(noisy - noise, layer.weight.grad.numpy(), atol=1e-4)
+    assert np.abs(noisy - layer.weight.grad.numpy()).mean() > 0.1  # the server's view is noised
+    lr = 0.1
+    w_tilde_next = w_tilde - lr * noisy
+    eps_next = eps - lr * noise
+    np.testing.assert_allclose(
+        w_tilde_next - eps_next, W.numpy() - lr * layer.weight.grad.numpy(), atol=1e-4
+    )
+
+
+def test_masks_hide_the_values():
+    """What travels in the clear is masked: 2^(2F + 56)-wide masks on 2^(2F)-scaled values."""
+    g = np.random.default_rng(1).normal(size=(8, 3))
+    cipher = sl.make_cipher("plaintext", 0)
+    y, e_s = sl.server_forward(cipher, cipher.encrypt(sl.encode(g)), np.ones((4, 3)))
+    values = np.abs(sl.ints_from_wire(y).astype(float))
+    assert np.median(values) > 2.0**80
+    np.testing.assert_allclose(sl.server_z(y, e_s), g @ np.ones((3, 4)), atol=1e-5)
+
+
+def _run(mode, tmp_path, observers=None, strategy="vfl"):
+    cfg = tiny_config(f"{SMALL} strategy={strategy} strategy.secure={mode}")
+    return run_local(cfg, tmp_path / f"{strategy}-{mode}", observers=observers)
+
+
+@pytest.fixture(scope="module")
+def paillier_run(tmp_path_factory):
+    recorder = Recorder()
+    result = _run("paillier", tmp_path_factory.mktemp("secure"), [recorder])
+    return result, recorder
+
+
+def test_plaintext_and_paillier_train_alike(paillier_run, tmp_path):
+    """Same seed: the two modes compute the same numbers up to fixed-point rounding."""
+    plain = _run("plaintext", tmp_path)
+    secure, _ = paillier_run
+    assert plain["status"] == secure["status"]
+    assert abs(plain["test_metric"] - secure["test_metric"]) <= 0.03, (plain, secure)
+    assert abs(plain["val_metric"] - secure["val_metric"]) <= 0.03
+    assert plain["test_metric"] > 0.6  # it learns (chance is 0.5)
+
+
+def _arrays(content) -> dict[str, np.ndarray]:
+    out = {}
+    for record in content.values():
+        if isinstance(record, ArrayRecord):
+            out.update({k.split("#")[0] + "#" + k: from_array(a) for k, a in record.items()})
+    return out
+
+
+def test_what_each_side_receives(paillier_run):
+    """Paillier mode: the server receives only ciphertext bytes and masked integers (no float
+    embedding); the party receives only ciphertexts, masked integers and row indices (never W~
+    or W, never delta in the clear)."""
+    _, recorder = paillier_run
+    nbytes = 128  # a ciphertext at 512 bits
+    seen = {(d, op) for d, _, op, _ in recorder.messages}
+    for op in ("train.secure_step", "train.secure_forward", "train.secure_backward"):
+        assert (UP, op) in seen and (DOWN, op) in seen
+    assert (UP, "train.step") not in seen
+    masked_up, masked_down = [], []
+    for direction, _, op, content in recorder.messages:
+        if not op.startswith("train.secure_") or op == "train.secure_setup":
+            continue
+        for key, value in _arrays(content).items():
+            name = key.split("#")[0]
+            if name in {"batches", "selected"}:
+                assert value.dtype == np.int64, (op, key)
+                continue
+            if name in {"open", "eval_open"}:
+                assert value.dtype == np.bool_
+                continue
+            assert value.dtype == np.uint8, (direction, op, key, value.dtype)
+            if name in {"cipher", "eval_cipher", "y", "delta", "de"} or (
+                name == "gradw" and direction == DOWN
+            ):
+                assert value.shape[-1] == nbytes, (op, key)  # ciphertexts
+            else:  # masked plaintext integers: z + E_s, dL/dW + R + N, delta W - r
+                assert value.shape[-1] == sl.WIRE, (op, key)
+                ints = np.abs(sl.ints_from_wire(value).astype(float)).ravel()
+                (masked_up if direction == UP else masked_down).append(ints)
+            assert name not in {"embeddings", "eval_embeddings"}
+    assert np.median(np.concatenate(masked_up)) > 2.0**80
+    assert np.median(np.concatenate(masked_down)) > 2.0**80
+
+
+@pytest.mark.parametrize("strategy", ["stg", "fedsdg_fs"])
+def test_gated_strategies_run_secure(strategy, tmp_path):
+    """Input gates and embedding gates (only open components sent) through the layer: the
+    plaintext protocol trains like the plain one (SGD on the interactive weights instead of
+    Adam, so within noise only)."""
+    extra = " strategy.init=uniform" if strategy == "fedsdg_fs" else ""
+    results = {
+        mode: run_local(
+            tiny_config(f"{SMALL} strategy={strategy} strategy.secure={mode}{extra}"),
+            tmp_path / mode,
+        )
+        for mode in ("none", "plaintext")
+    }
+    assert abs(results["none"]["val_metric"] - results["plaintext"]["val_metric"]) <= 0.1
+    assert results["plaintext"]["val_metric"] > 0.6
+
+
+def test_secure_needs_one_local_step(tmp_path):
+    cfg = tiny_config(f"{SMALL} strategy.secure=plaintext training.local_steps=2")
+    with pytest.raises(Exception, match="local_steps"):
+        run_local(cfg, tmp_path)
