@@ -8,7 +8,8 @@ working directory, not in the directory where ``flwr run`` was typed (for the ``
 SuperLink, that is wherever the first ``flwr`` command started it). So ``output-dir`` (or the
 ``output_dir`` Hydra key) must be an absolute path; a relative one fails the run with a message
 saying so. When neither is set, results go to ``<SuperLink cwd>/outputs/<time>``; the folder
-is logged (``run_experiment``'s first line, streamed by ``flwr run --stream``).
+is logged (``run_experiment``'s first line, streamed by ``flwr run --stream``). For the same
+reason a labels file (``dataset=party_files dataset.labels_path=...``) must be absolute.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from vflfs.runtime.config import ConfigError, compose_config
-from vflfs.runtime.results import default_output_dir
+from vflfs.runtime.results import default_output_dir, write_error
 
 from .run import run_experiment
 
@@ -37,7 +38,24 @@ def main(grid: Grid, context: Context) -> None:
     out_dir = resolve_output_dir(
         str(context.run_config.get("output-dir", "") or ""), cfg.get("output_dir")
     )
+    try:
+        check_server_paths(cfg)
+    except ConfigError as error:
+        write_error(out_dir, error)
+        raise
     run_experiment(grid, cfg, out_dir)
+
+
+def check_server_paths(cfg) -> None:
+    """Files the ServerApp reads must be named by absolute paths under ``flwr run``."""
+    for key in ("labels_path",):
+        value = cfg.dataset.get(key)
+        if value is not None and not Path(str(value)).expanduser().is_absolute():
+            raise ConfigError(
+                f"dataset.{key} must be an absolute path under `flwr run`, got {value!r}: the "
+                f"ServerApp runs in the SuperLink's working directory ({Path.cwd()}); fix: give "
+                f"an absolute path (e.g. $PWD/{value})"
+            )
 
 
 def resolve_output_dir(run_config_value: str, hydra_value: str | None) -> Path:

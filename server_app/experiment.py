@@ -6,7 +6,7 @@ training with an error that names the problem.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -19,7 +19,10 @@ from vflfs.datasets import (
     split_columns,
     split_samples,
 )
+from vflfs.datasets.party_files import LabelsFile, load_labels_file
 from vflfs.ml.models import Task, party_seed
+
+PARTY_FILES = "party_files"  # dataset name: every party reads its own file (deployment)
 
 
 @dataclass
@@ -34,10 +37,19 @@ class Experiment:
     noise: list[float]
     relevant: np.ndarray | None
     data_dir: str | None
+    # dataset=party_files: the labels file until alignment, then each party's aligned rows.
+    labels: LabelsFile | None = None
+    party_rows: list[np.ndarray] | None = None
+    alignment_id: str | None = None
 
     @property
     def num_parties(self) -> int:
         return len(self.columns)
+
+    @property
+    def needs_alignment(self) -> bool:
+        """Per-party files whose samples are not aligned yet (no splits before that)."""
+        return self.labels is not None and self.party_rows is None
 
     @property
     def seed(self) -> int:
@@ -45,9 +57,11 @@ class Experiment:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Experiment:
+        if str(cfg.dataset.name) == PARTY_FILES:
+            return cls.from_labels_file(cfg)
         data_dir = resolve_data_dir(cfg.dataset.get("data_dir"))
         data_dir = str(data_dir) if data_dir is not None else None
-        params = _params(cfg)
+        params = dataset_params(cfg)
         dataset = load_dataset(cfg.dataset.name, data_dir, **params)
         split = cfg.split
         columns = split_columns(
@@ -59,28 +73,68 @@ class Experiment:
             columns=_opt_list(split.get("columns")),
             image_shape=dataset.image_shape,
         )
-        s = cfg.samples
-        splits = split_samples(
-            dataset.n_samples,
-            dataset.y if dataset.task == "classification" else None,
-            seed=int(cfg.seed),
-            test_fraction=float(s.test_fraction),
-            val_fraction=float(s.val_fraction),
-            stratify=bool(s.stratify),
-            train_idx=dataset.train_idx if s.official_split else None,
-            test_idx=dataset.test_idx if s.official_split else None,
-        )
-        ratio = cfg.noise.ratio
-        ratio = OmegaConf.to_container(ratio) if OmegaConf.is_config(ratio) else ratio
         return cls(
             cfg=cfg,
             task=Task(dataset.task, dataset.n_classes),
             y=np.asarray(dataset.y),
-            splits=splits,
+            splits=_sample_splits(
+                cfg, dataset.y, dataset.task, dataset.train_idx, dataset.test_idx
+            ),
             columns=columns,
-            noise=noise_ratios(len(columns), ratio),
+            noise=_noise(cfg, len(columns)),
             relevant=dataset.relevant,
             data_dir=data_dir,
+        )
+
+    @classmethod
+    def from_labels_file(cls, cfg: DictConfig) -> Experiment:
+        """``dataset=party_files``: the server reads only the labels file (IDs, labels, an
+        optional official split). Splits and column counts come with :meth:`aligned`."""
+        d = cfg.dataset
+        labels = load_labels_file(
+            str(d.labels_path),
+            id_column=str(d.id_column),
+            label_column=str(d.label_column),
+            split_column=str(d.split_column) if d.get("split_column") else None,
+            task=str(d.task),
+        )
+        n = int(cfg.split.num_parties)
+        empty = np.zeros(0, np.int64)
+        return cls(
+            cfg=cfg,
+            task=Task(labels.labels.task, labels.labels.n_classes),
+            y=np.asarray(labels.labels.y),
+            splits=SampleSplits(empty, empty, empty),
+            columns=[empty] * n,
+            noise=_noise(cfg, n),
+            relevant=None,
+            data_dir=None,
+            labels=labels,
+        )
+
+    def aligned(
+        self, keep: np.ndarray, party_rows: list[np.ndarray], n_features: list[int], key: str
+    ) -> Experiment:
+        """The experiment on the aligned samples: the labels file's rows ``keep`` (in its
+        order), party m's rows ``party_rows[m]`` of its own file, its ``n_features[m]`` columns."""
+        if self.labels is None:
+            raise ValueError("only a party-files experiment can be aligned")
+        official = self.labels.labels
+        train_idx = test_idx = None
+        if official.train_idx is not None:
+            where = np.full(len(self.labels.ids), -1, np.int64)
+            where[keep] = np.arange(len(keep))
+            train_idx, test_idx = (
+                where[r][where[r] >= 0] for r in (official.train_idx, official.test_idx)
+            )
+        y = np.asarray(official.y)[keep]
+        return replace(
+            self,
+            y=y,
+            splits=_sample_splits(self.cfg, y, official.task, train_idx, test_idx),
+            columns=[np.arange(d, dtype=np.int64) for d in n_features],
+            party_rows=[np.asarray(r, np.int64) for r in party_rows],
+            alignment_id=key,
         )
 
     def eval_sets(self) -> dict[str, np.ndarray]:
@@ -101,20 +155,50 @@ class Experiment:
             "model": OmegaConf.to_container(cfg.model.bottom, resolve=True),
             "optimizer": {"name": str(cfg.training.optimizer), "lr": float(cfg.training.lr)},
             "eval_chunk": int(cfg.training.eval_chunk),
-            "data": {
-                "name": str(cfg.dataset.name),
-                "data_dir": self.data_dir,
-                "params": _params(self.cfg),
-                "columns": self.columns[m].tolist(),
-                "noise": {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m},
-            },
+            "data": self._data_spec(m),
         }
+
+    def _data_spec(self, m: int) -> dict:
+        noise = {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m}
+        if self.labels is not None:
+            if self.party_rows is None:
+                raise ValueError("align the samples (query.align) before setting parties up")
+            # The party reads its own file; it gets only its rows in the aligned order.
+            rows = self.party_rows[m].tolist()
+            return {"party_file": {"alignment": self.alignment_id, "rows": rows}, "noise": noise}
+        return {
+            "name": str(self.cfg.dataset.name),
+            "data_dir": self.data_dir,
+            "params": dataset_params(self.cfg),
+            "columns": self.columns[m].tolist(),
+            "noise": noise,
+        }
+
+
+def _sample_splits(cfg: DictConfig, y, task: str, train_idx, test_idx) -> SampleSplits:
+    s = cfg.samples
+    return split_samples(
+        len(y),
+        y if task == "classification" else None,
+        seed=int(cfg.seed),
+        test_fraction=float(s.test_fraction),
+        val_fraction=float(s.val_fraction),
+        stratify=bool(s.stratify),
+        train_idx=train_idx if s.official_split else None,
+        test_idx=test_idx if s.official_split else None,
+    )
+
+
+def _noise(cfg: DictConfig, n: int) -> list[float]:
+    ratio = cfg.noise.ratio
+    return noise_ratios(n, OmegaConf.to_container(ratio) if OmegaConf.is_config(ratio) else ratio)
 
 
 def _opt_list(value) -> list | None:
     return None if value is None else OmegaConf.to_container(value, resolve=True)
 
 
-def _params(cfg: DictConfig) -> dict:
+def dataset_params(cfg: DictConfig) -> dict:
+    """The dataset loader's parameters (``dataset.params``) as a plain dict."""
     params = cfg.dataset.get("params")
     return {} if params is None else OmegaConf.to_container(params, resolve=True)

@@ -16,6 +16,7 @@ from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
 from vflfs.strategies import RunResult, Strategy, make_strategy
 
+from .alignment import align_samples
 from .cross_validation import cross_validate
 from .experiment import Experiment
 
@@ -59,7 +60,7 @@ def run_experiment(
             experiment.num_parties,
             timeout=float(f.timeout),
             connect_timeout=float(f.connect_timeout),
-            poll_interval=float(f.poll_interval),
+            poll_interval=poll_interval(grid, cfg),
             observers=observers,
         )
         log.info(
@@ -71,6 +72,9 @@ def run_experiment(
         )
         with federation.traffic.in_phase("setup"):
             federation.connect()
+        if experiment.needs_alignment:
+            with federation.traffic.in_phase("align"):
+                experiment = align_samples(federation, experiment)
         if int(cfg.cv.folds) > 1:
             return cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
         result = strategy.start(federation, experiment, on_epoch=_log_epoch)
@@ -83,6 +87,15 @@ def run_experiment(
         raise
 
 
+def poll_interval(grid: Grid, cfg: DictConfig) -> float:
+    """``federation.poll_interval``; in the deployment engine at least
+    ``deployment.poll_interval`` (each poll is an HTTP request to the SuperLink there)."""
+    interval = float(cfg.federation.poll_interval)
+    if type(grid).__name__ == "HttpGrid":  # flwr.superlink.grid.http_grid (deployment)
+        interval = max(interval, float(cfg.get("deployment", {}).get("poll_interval", 0.05)))
+    return interval
+
+
 def _log_epoch(row: dict) -> None:
     log.info(
         "epoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
@@ -93,6 +106,19 @@ def _log_epoch(row: dict) -> None:
         row["mb"],
         row["wall_s"],
     )
+
+
+def _alignment(experiment: Experiment) -> dict:
+    """Sample counts of a party-files run's alignment (counts only, no IDs)."""
+    if experiment.labels is None or experiment.party_rows is None:
+        return {}
+    return {
+        "alignment": {
+            "labels_rows": int(len(experiment.labels.ids)),
+            "aligned": int(len(experiment.y)),
+            "method": "salted-hash (HMAC-SHA256)",
+        }
+    }
 
 
 def summarize(
@@ -127,6 +153,7 @@ def summarize(
             "parties": [p.device for p in result.parties],
         },
         "samples": {k: int(len(getattr(experiment.splits, k))) for k in ("train", "val", "test")},
+        **_alignment(experiment),
         "parties": [asdict(p) for p in result.parties],
         "importance": result.importance,
         "extra": {k: v for k, v in result.extra.items() if k != "server_device"},

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# All-features VFL and FedSDG-FS on MADELON: loopback deployment vs simulation, same config.
+#
+#   deploy/measure_madelon.sh WORK_DIR [DATA_DIR]      (from the repository root)
+#
+# Cuts MADELON (DATA_DIR/madelon.npz; default $VFLFS_DATA_DIR or ../shared/datasets) into two
+# party files and a labels file, starts a TLS SuperLink with SuperNode authentication and one
+# SuperNode per party (each reading its own file) on loopback ports, and runs every strategy
+# twice on the same files and config: in Flower's simulation engine (vflfs-run) and over the
+# deployment (flwr run). Prints one line per run: wall time, test accuracy, round-trips, and
+# whether the deployment's step losses equal the simulation's. Results land in WORK_DIR.
+# Environment: PORT (SuperLink, default 9093; SuperNodes use PORT+7 and PORT+8), EPOCHS (20),
+# STRATEGIES ("vfl fedsdg_fs"). FedSDG-FS's secure Gini runs with one worker process
+# (strategy.gini.workers=1): its fork pool breaks Flower's ServerApp process (docs/deployment.md,
+# section 8, known issue).
+set -euo pipefail
+
+if [ $# -lt 1 ]; then
+  echo "usage: $0 WORK_DIR [DATA_DIR]" >&2
+  exit 2
+fi
+work=$(realpath -m "$1")
+data_dir=$(realpath -m "${2:-${VFLFS_DATA_DIR:-$PWD/../shared/datasets}}")
+port=${PORT:-9093}
+export FLWR_HOME=$work/flwr-home VFLFS_CACHE_DIR=$work/cache
+export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
+mkdir -p "$work" "$FLWR_HOME"
+
+common="model=mlp training.batch_size=128 training.lr=0.001 training.local_steps=100"
+common="$common training.epochs=${EPOCHS:-20} training.patience=null device=cpu seed=0"
+declare -A strategies=(
+  [vfl]="strategy=vfl"
+  [fedsdg_fs]="strategy=fedsdg_fs strategy.lambda_input=1.0 ++strategy.gini.workers=1"
+)
+
+vflfs split "$work/data" --format npz dataset=madelon dataset.data_dir="$data_dir" \
+  split=random split.num_parties=2 >"$work/split.txt"
+deploy/make_certs.sh "$work/tls" 2 >/dev/null
+
+cleanup() { kill $(jobs -p) 2>/dev/null || true; }
+trap cleanup EXIT
+flower-superlink --port "$port" \
+  --ssl-ca-certfile "$work/tls/certs/ca.crt" --ssl-certfile "$work/tls/certs/server.pem" \
+  --ssl-keyfile "$work/tls/certs/server.key" \
+  --enable-supernode-auth --disable-runtime-dependency-installation >"$work/superlink.log" 2>&1 &
+until curl -sf --cacert "$work/tls/certs/ca.crt" "https://127.0.0.1:$port/health"; do sleep 1; done
+cat >"$FLWR_HOME/config.toml" <<EOF
+[superlink]
+default = "vfl"
+
+[superlink.vfl]
+address = "127.0.0.1:$port"
+root-certificates = "$work/tls/certs/ca.crt"
+EOF
+for i in 0 1; do
+  flwr supernode register "$work/tls/keys/supernode_$i.pub" vfl >/dev/null
+  flower-supernode --superlink "127.0.0.1:$port" --port $((port + 7 + i)) \
+    --root-certificates "$work/tls/certs/ca.crt" \
+    --auth-supernode-private-key "$work/tls/keys/supernode_$i" \
+    --node-config "partition-id=$i num-partitions=2 data-path='$work/data/party_$i.npz' id-column='id'" \
+    >"$work/supernode_$i.log" 2>&1 &
+done
+
+summary() { # engine strategy wall_s results_folder
+  python - "$@" <<'EOF'
+import json, sys
+engine, strategy, wall, folder = sys.argv[1:5]
+r = json.load(open(f"{folder}/results.json"))
+rts = sum(p["round_trips"] for p in r["communication"]["phases"].values())
+print(f"{strategy:10s} {engine:10s} wall {float(wall):6.1f} s  run {r['wall_time_s']['total']:6.1f} s"
+      f"  round-trips {rts:3d}  test {r['test_metric']:.4f}  val {r['val_metric']:.4f}"
+      f"  best epoch {r['best_epoch']:2d}  selected {r['selection']['ratio']:.3f}", flush=True)
+EOF
+}
+
+for s in ${STRATEGIES:-vfl fedsdg_fs}; do
+  server="dataset=party_files dataset.labels_path=$work/data/labels.npz split.num_parties=2"
+  server="$server $common ${strategies[$s]}"
+  SECONDS=0
+  vflfs-run $server "dataset.party_paths=[$work/data/party_0.npz,$work/data/party_1.npz]" \
+    output_dir="$work/simulation/$s" hydra.run.dir="$work/hydra/$s" >"$work/simulation-$s.log" 2>&1
+  summary simulation "$s" "$SECONDS" "$work/simulation/$s"
+
+  SECONDS=0
+  flwr run . vfl --stream -c "hydra-overrides='$server' output-dir='$work/deployment/$s'" \
+    >"$work/deployment-$s.log" 2>&1
+  summary deployment "$s" "$SECONDS" "$work/deployment/$s"
+  python - "$work/simulation/$s" "$work/deployment/$s" <<'EOF'
+import json, sys
+a, b = (json.load(open(f"{d}/results.json")) for d in sys.argv[1:3])
+same = a["step_losses"] == b["step_losses"] and a["test_metric"] == b["test_metric"]
+print(f"{'':10s} deployment == simulation (every step loss, test accuracy): {same}", flush=True)
+EOF
+done
