@@ -49,7 +49,18 @@ def fork_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **inp
         try:
             if workers <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
                 return [fn(t) for t in tasks]
-            with mp.get_context("fork").Pool(min(workers, len(tasks))) as pool:
+            with mp.get_context("fork").Pool(
+                min(workers, len(tasks)), initializer=_default_signals
+            ) as pool:
                 return pool.map(fn, tasks, chunksize=1)
         finally:
             _SHARED.clear()
+
+
+def _default_signals() -> None:
+    """Forked workers drop the parent's signal handlers (Flower's SIGTERM handler would end the
+    parent's task when the pool terminates its workers)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
