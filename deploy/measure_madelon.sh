@@ -10,9 +10,7 @@
 # deployment (flwr run). Prints one line per run: wall time, test accuracy, round-trips, and
 # whether the deployment's step losses equal the simulation's. Results land in WORK_DIR.
 # Environment: PORT (SuperLink, default 9093; SuperNodes use PORT+7 and PORT+8), EPOCHS (20),
-# STRATEGIES ("vfl fedsdg_fs"). FedSDG-FS's secure Gini runs with one worker process
-# (strategy.gini.workers=1): its fork pool breaks Flower's ServerApp process (docs/deployment.md,
-# section 8, known issue).
+# STRATEGIES ("vfl fedsdg_fs").
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
@@ -30,7 +28,7 @@ common="model=mlp training.batch_size=128 training.lr=0.001 training.local_steps
 common="$common training.epochs=${EPOCHS:-20} training.patience=null device=cpu seed=0"
 declare -A strategies=(
   [vfl]="strategy=vfl"
-  [fedsdg_fs]="strategy=fedsdg_fs strategy.lambda_input=1.0 ++strategy.gini.workers=1"
+  [fedsdg_fs]="strategy=fedsdg_fs strategy.lambda_input=1.0"
 )
 
 vflfs split "$work/data" --format npz dataset=madelon dataset.data_dir="$data_dir" \

@@ -2,8 +2,9 @@
 
 One SuperLink (HTTPS, ``--enable-supernode-auth``, the test CA of ``deploy/make_certs.sh``) and
 two registered SuperNodes, each naming its own party file in its node config, serve the module.
-Tests: a short training on per-party files equals the in-process run of the original dataset;
-a SuperNode with an unregistered key is refused; a SuperNode killed mid-run ends the run with
+Tests: a short training on per-party files equals the in-process run of the original dataset,
+for all-features VFL and for FedSDG-FS with its secure Gini phase; a SuperNode with an
+unregistered key is refused; a SuperNode killed mid-run ends the run with
 an error naming its party and no result files (this one runs last: it kills a node). The
 teardown checks that every process the module started is gone.
 """
@@ -89,6 +90,21 @@ def test_tls_run_on_party_files_equals_the_in_process_run(stack, files, tmp_path
     plain = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         plain.open(f"http://{stack.superlink.address}/health", timeout=5)
+
+
+def test_fedsdg_fs_with_secure_gini_runs_in_deployment_as_in_process(stack, files, tmp_path):
+    """Gates, K > 1 local steps and the Paillier phase (its fork pool in Flower's ServerApp and
+    ClientApp processes) over the deployment: the same run as in process."""
+    options = "strategy=fedsdg_fs strategy.gini.key_bits=512 training.local_steps=2"
+    out = tmp_path / "out"
+    run = stack.run_app(".", run_config=run_config(files, out, options), cwd=REPO)
+    status = stack.run_status(run.run_id)
+    assert status["status"] == "finished:completed", (status, run.output)
+    results = json.loads((out / "results.json").read_text())
+    local = run_local(compose_config(f"{TINY} {options}"), tmp_path / "local")
+    assert results["step_losses"] == local["step_losses"]
+    assert results["test_metric"] == local["test_metric"]
+    assert results["communication"]["phases"]["gini"]["round_trips"] >= 3
 
 
 def test_a_supernode_with_an_unregistered_key_is_refused(stack, tmp_path):
