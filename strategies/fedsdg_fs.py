@@ -20,7 +20,6 @@ from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
 from .stg import STG
-from .strategy import EpochCallback
 
 
 def gate_init(scores: list[np.ndarray], mode: str, fraction: float) -> list[np.ndarray]:
@@ -51,14 +50,10 @@ class FedSDGFS(STG):
             "embedding": self.gate(s.lambda_embedding),
         }
 
-    def fit(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
+    def before_training(
+        self, federation: Federation, experiment: Experiment, result: RunResult
     ) -> None:
-        """The Gini phase (secure importance initialisation of the input gates), then VFL."""
+        """The Gini phase: secure importance initialisation of the input gates."""
         s = self.cfg.strategy
         if s.init == "gini":
             from .gini import secure_gini
@@ -70,4 +65,3 @@ class FedSDGFS(STG):
             result.extra["gini"] = [np.asarray(g).tolist() for g in scores]
         elif s.init != "uniform":
             raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {s.init!r}")
-        super().fit(federation, experiment, result, on_epoch)

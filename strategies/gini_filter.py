@@ -20,7 +20,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .gini import keep_best, scoring_phase, secure_gini
 from .result import RunResult
-from .strategy import EpochCallback, Strategy, log
+from .strategy import Strategy, log
 from .vfl import VFL
 
 
@@ -37,7 +37,10 @@ class SelectThenTrain(VFL):
         """One score per feature of each party's full set (``result.parties``: their sizes)."""
         raise NotImplementedError
 
-    def select(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+    def before_training(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> None:
+        """Score, keep the best ``keep_fraction`` of all features, remove the rest for good."""
         fraction = float(self.cfg.strategy.get("keep_fraction", 0.5))
         with scoring_phase(federation, self.phase):
             scores = self.scores(federation, experiment, result)
@@ -57,16 +60,6 @@ class SelectThenTrain(VFL):
             sum(len(k) for k in kept),
             sum(len(s) for s in scores),
         )
-
-    def fit(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
-    ) -> None:
-        self.select(federation, experiment, result)
-        super().fit(federation, experiment, result, on_epoch)
 
 
 def _finite(value: float) -> float | None:

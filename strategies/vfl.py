@@ -155,6 +155,12 @@ class VFL(Strategy):
             start += len(rows)
         return scores
 
+    def before_training(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> None:
+        """A phase before the first epoch (feature scoring, gate initialisation). None here."""
+        return None
+
     def fit(
         self,
         federation: Federation,
@@ -162,7 +168,9 @@ class VFL(Strategy):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
-        """Epochs of the step protocol (SPEC section 3) with early stopping on validation."""
+        """:meth:`before_training`, then epochs of the step protocol (SPEC section 3) with
+        early stopping on validation."""
+        self.before_training(federation, experiment, result)
         self.run_epochs(federation, experiment, result, on_epoch, 0, int(self.cfg.training.epochs))
 
     def run_epochs(
