@@ -2,6 +2,7 @@
 
 vflfs-run dataset=phishing split=even split.num_parties=3 seed=1
 vflfs-run -m seed=0,1,2 training.local_steps=1,4
+vflfs-run -m +experiment=fedsdg_table3 engine=local   # every job in this process, no Ray
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def run(cfg: DictConfig) -> float:
         summary = json.loads((out_dir / RESULTS).read_text())
         log.info("skip: %s already holds a completed run (rerun=true to run again)", out_dir)
         return float(summary["test_metric"])
-    summary = simulate(cfg, out_dir)
+    summary = run_job(cfg, out_dir)
     log.info(
         "test %s %.4f (best epoch %d); %.2f MB; results in %s",
         summary["metric"],
@@ -39,6 +40,22 @@ def run(cfg: DictConfig) -> float:
         out_dir,
     )
     return float(summary["test_metric"])
+
+
+def run_job(cfg: DictConfig, out_dir: Path) -> dict:
+    """One job in the configured ``engine``; returns ``results.json``'s content.
+
+    ``simulation``: Flower's simulation engine (parties in Ray actors). ``local``: the same
+    ServerApp logic and the real ClientApp with its message encoding, over an in-process
+    :class:`~vflfs.federation.LocalGrid` (no Ray start-up; for long sweeps of small jobs).
+    """
+    if str(cfg.get("engine", "simulation")) != "local":
+        return simulate(cfg, out_dir)  # checks the config (engine included) before Ray starts
+    from vflfs.client_app.app import app as client_app
+    from vflfs.federation import LocalGrid
+    from vflfs.server_app.run import run_experiment
+
+    return run_experiment(LocalGrid(client_app, int(cfg.split.num_parties)), cfg, out_dir)
 
 
 def job_output_dir(cfg: DictConfig) -> Path:

@@ -38,6 +38,9 @@ def check_config(cfg: DictConfig) -> None:
             f"these config values must be set: {', '.join(missing)} "
             f"(e.g. {missing[0]}=... on the command line)"
         )
+    engine = str(cfg.get("engine", "simulation"))
+    if engine not in ("simulation", "local"):
+        raise ConfigError(f"engine must be 'simulation' or 'local', got {engine!r}")
     t = cfg.training
     for key in ("epochs", "batch_size", "local_steps"):
         if int(t[key]) < 1:

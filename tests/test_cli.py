@@ -86,6 +86,38 @@ def test_multirun_writes_one_complete_folder_per_job_and_resumes(tag, tmp_path):
     assert "seed=2," in new.name and is_complete(new)
 
 
+def test_local_engine_trains_like_the_simulation_engine(tag, tmp_path):
+    sweep = tmp_path / "sweep"
+    result, text = vflfs_run(
+        tag, tmp_path, "-m", "engine=simulation,local", *TINY, "training.epochs=2",
+        f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert result.returncode == 0, text
+    runs = {
+        job.name.split("engine=")[1].split(",")[0]: json.loads((job / "results.json").read_text())
+        for job in sweep.iterdir()
+        if job.is_dir()
+    }
+    assert sorted(runs) == ["local", "simulation"]
+    sim, local = runs["simulation"], runs["local"]
+    assert len(local["step_losses"]) >= 5
+    assert local["step_losses"] == pytest.approx(sim["step_losses"], rel=1e-6)
+    assert local["test_metric"] == pytest.approx(sim["test_metric"])
+    for key in ("bytes_up", "bytes_down"):
+        assert local["communication"][key] == sim["communication"][key]
+
+
+def test_unknown_engine_fails_before_training(tag, tmp_path):
+    out = tmp_path / "out"
+    result, text = vflfs_run(
+        tag, tmp_path, *TINY, "engine=ray", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h"
+    )
+    assert result.returncode != 0
+    assert "engine must be 'simulation' or 'local', got 'ray'" in text
+    assert "engine must be" in (out / "error.txt").read_text()
+    assert not (out / "results.json").exists()
+
+
 @pytest.mark.parametrize(("mode", "expected"), [("RUN", "out"), ("MULTIRUN", "out/3")])
 def test_output_dir_gets_one_folder_per_sweep_job(tmp_path, mode, expected):
     """With ``output_dir`` set, jobs of a sweep must not overwrite each other's results."""
