@@ -10,18 +10,15 @@ F-statistics). Between the first two the party keeps its masks and its totals in
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ArrayRecord
 
 from vflfs.federation import Payload
-from vflfs.federation.payload import from_array as record_array
-from vflfs.federation.payload import to_array as record
 from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams
 from vflfs.ml.fstat_secure import party_combine, party_mask
 from vflfs.ml.parallel import resolve_workers
 
-from .ops_gini import store_scores, training_view
 from .registry import OPERATIONS
+from .scoring import by_feature, keep_pending, keep_scores, load_pending, mask_inputs
 from .session import Session
 
 PENDING = "vflfs.fstat.pending"
@@ -36,19 +33,11 @@ def _kept_bytes(params: FStatParams) -> int:
 def fstat_mask(session: Session, payload: Payload) -> Payload:
     """Step 1. Payload: ``public_key``, ``labels`` ([[A]] of the training ``rows``, uint8
     (rows, classes - 1, bytes)), ``rows``, the ``fstat_*`` parameters, ``workers``."""
-    key = paillier.PublicKey.from_bytes(payload["public_key"])
-    params = FStatParams.from_payload(payload)
-    X = training_view(session, payload["rows"])
-    labels = paillier.from_array(payload["labels"])
-    packed, kept = party_mask(X, labels, key, params, resolve_workers(payload.get("workers")))
-    session.context.state[PENDING] = ArrayRecord(
-        {
-            "public_key": record(np.frombuffer(key.to_bytes(), dtype=np.uint8)),
-            "kept": record(
-                paillier.to_array(kept.ravel().tolist(), _kept_bytes(params), kept.shape)
-            ),
-        }
-    )
+    given = mask_inputs(session, payload)
+    key, params = given.key, FStatParams.from_payload(payload)
+    packed, kept = party_mask(given.X, given.labels, key, params, given.workers)
+    kept = paillier.to_array(kept.ravel().tolist(), _kept_bytes(params), kept.shape)
+    keep_pending(session.context, PENDING, key, {"kept": kept})
     flat = [c for feature in packed for c in feature]
     return {"packed": paillier.to_array(flat, key.nbytes, (len(packed), params.chunks))}
 
@@ -58,19 +47,16 @@ def fstat_combine(session: Session, payload: Payload) -> Payload:
     """Step 3. Payload: ``returned`` (uint8 (features, classes + 1, bytes)), ``class_weights``
     ([[v_0]]..[[v_{c-1}]], [[L]]: uint8 (classes + 1, bytes)), the ``fstat_*`` parameters,
     ``workers``."""
-    if PENDING not in session.context.state:
-        raise ValueError("query.fstat_combine before query.fstat_mask: no masks kept")
-    pending = {k: record_array(a) for k, a in session.context.state[PENDING].items()}
-    key = paillier.PublicKey.from_bytes(pending["public_key"].tobytes())
+    key, pending = load_pending(
+        session.context, PENDING, "query.fstat_combine before query.fstat_mask: no masks kept"
+    )
     params = FStatParams.from_payload(payload)
     shape = pending["kept"].shape[:-1]
     kept = np.asarray(paillier.from_array(pending["kept"]), dtype=object).reshape(shape)
     returned = np.asarray(payload["returned"])
     if returned.shape[:2] != (shape[0], params.n_classes + 1):
         raise ValueError(f"returned ciphertexts of shape {returned.shape} for {shape[0]} features")
-    flat = paillier.from_array(returned)
-    per = params.n_classes + 1
-    per_feature = [flat[f * per : (f + 1) * per] for f in range(shape[0])]
+    per_feature = by_feature(returned)
     weights = paillier.from_array(payload["class_weights"])
     workers = resolve_workers(payload.get("workers"))
     values = party_combine(key, params, kept, per_feature, weights, workers)
@@ -81,6 +67,4 @@ def fstat_combine(session: Session, payload: Payload) -> Payload:
 @OPERATIONS.operation("query.fstat_scores")
 def fstat_scores(session: Session, payload: Payload) -> Payload:
     """Step 5: the server's F-statistics of this party's own features."""
-    scores = np.asarray(payload["scores"], dtype=np.float64)
-    store_scores(session.context, "fstat", scores)
-    return {"features": int(scores.size)}
+    return keep_scores(session, payload, "fstat")

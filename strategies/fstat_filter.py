@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from omegaconf import DictConfig
@@ -27,21 +28,27 @@ from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams, class_weights
 from vflfs.ml.fstat_secure import server_finish, server_square
-from vflfs.ml.gini_secure import encrypt_labels
 from vflfs.ml.parallel import resolve_workers
 from vflfs.server_app.experiment import Experiment
 
-from .gini import classification_labels, config_values, scoring_phase
 from .gini_filter import SelectThenTrain
 from .result import RunResult
+from .secure_scoring import (
+    SectionConfig,
+    classification_labels,
+    scoring_phase,
+    send_labels,
+    send_scores,
+)
 
 log = logging.getLogger("vflfs")
 
 
 @dataclass(frozen=True)
-class FStatConfig:
+class FStatConfig(SectionConfig):
     """``strategy.fstat``: key size, value bits P, fixed-point bits E, mask bits, CPU workers."""
 
+    section: ClassVar[str] = "fstat"
     key_bits: int = 2048
     value_bits: int = 16
     weight_bits: int = 56
@@ -59,7 +66,7 @@ def secure_fstat(
 ) -> list[np.ndarray]:
     """Every party's features' ANOVA F-statistics (larger = more important), the server's view;
     each party also keeps its own. The parties must be set up."""
-    cfg = FStatConfig(**config_values(FStatConfig, cfg_fstat, "fstat"))
+    cfg = FStatConfig.from_cfg(cfg_fstat)
     rows, y = classification_labels(experiment, rows, "the F-statistic filter")
     c = experiment.task.n_classes
     with scoring_phase(federation, "fstat"):
@@ -81,33 +88,21 @@ def secure_fstat(
 
 def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> list[np.ndarray]:
     workers, nbytes, c = resolve_workers(workers_cfg), key.public.nbytes, params.n_classes
-    labels = encrypt_labels(key, y, c, workers)
+    packed = send_labels(federation, "query.fstat_mask", key, params, rows, y, workers_cfg)
     common = {**params.to_payload(), "workers": int(workers_cfg or 0)}
-    replies = federation.broadcast(
-        "query.fstat_mask",
-        {
-            "public_key": key.public.to_bytes(),
-            "labels": paillier.to_array(labels, nbytes, (len(rows), c - 1)),
-            "rows": rows,
-            **common,
-        },
-    )
     weights, scale = class_weights(y, c)
     enc_weights = paillier.to_array([key.encrypt(v) for v in [*weights, scale]], nbytes)
     down = {}
-    for m, reply in enumerate(replies):
-        flat = paillier.from_array(reply["packed"])
-        d = len(reply["packed"])
-        packed = [flat[f * params.chunks : (f + 1) * params.chunks] for f in range(d)]
-        ret = server_square(key, params, weights, packed, workers)
-        returned = paillier.to_array([x for f in ret for x in f], nbytes, (d, c + 1))
+    for m, per_feature in enumerate(packed):
+        ret = server_square(key, params, weights, per_feature, workers)
+        returned = paillier.to_array([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
         down[m] = {"returned": returned, "class_weights": enc_weights, **common}
     replies = federation.send("query.fstat_combine", down)
     scores = [
         server_finish(key, params, scale, paillier.from_array(replies[m]["values"]))
         for m in range(len(replies))
     ]
-    federation.send("query.fstat_scores", {m: {"scores": s} for m, s in enumerate(scores)})
+    send_scores(federation, "query.fstat_scores", scores)
     return scores
 
 

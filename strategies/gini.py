@@ -19,63 +19,41 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.gini import GiniParams
-from vflfs.ml.gini_secure import encrypt_labels, server_finish, server_square
+from vflfs.ml.gini_secure import server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
+
+from .secure_scoring import (
+    SectionConfig,
+    classification_labels,
+    scoring_phase,
+    send_labels,
+    send_scores,
+)
 
 log = logging.getLogger("vflfs")
 
 
 @dataclass(frozen=True)
-class GiniConfig:
+class GiniConfig(SectionConfig):
     """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, CPU workers."""
 
+    section: ClassVar[str] = "gini"
     bins: int = 10
     key_bits: int = 2048
     weight_bits: int = 52
     mask_bits: int = 40
     workers: int | None = None  # None / 0: every CPU
-
-    @classmethod
-    def from_cfg(cls, cfg: Mapping | DictConfig | None, section: str = "gini") -> GiniConfig:
-        return cls(**config_values(cls, cfg, section))
-
-
-def config_values(cls, cfg: Mapping | DictConfig | None, section: str) -> dict:
-    """The known keys of a config section (defaults for the missing), typos rejected."""
-    values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    values = dict(values or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown key(s) {unknown} in strategy.{section}; known: {sorted(known)}")
-    return {k: (None if v is None else int(v)) for k, v in values.items()}
-
-
-def scoring_phase(federation: Federation, phase: str):
-    """The traffic phase ``phase``, unless the caller already opened it (no double count)."""
-    if federation.traffic.phase == phase:
-        return nullcontext()
-    return federation.traffic.in_phase(phase)
-
-
-def classification_labels(experiment: Experiment, rows: np.ndarray | None, what: str):
-    """The training rows and their class ids, or a config error for regression tasks."""
-    if experiment.task.kind != "classification":
-        raise ConfigError(f"{what} needs class labels; dataset task is {experiment.task.kind}")
-    rows = experiment.splits.train if rows is None else rows
-    rows = np.asarray(rows, dtype=np.int64)
-    return rows, np.asarray(experiment.y)[rows].astype(np.int64)
 
 
 def secure_gini(
@@ -90,7 +68,7 @@ def secure_gini(
 
     The parties must be set up (``query.setup``). ``cfg_gini``: :class:`GiniConfig` keys.
     ``keys`` (default: a fresh pair) and ``rows`` (default: the training rows) are for tests and
-    benchmarks. Each party also keeps its own scores (``ops_gini.stored_scores``).
+    benchmarks. Each party also keeps its own scores (``client_app.scoring.stored_scores``).
     """
     cfg = GiniConfig.from_cfg(cfg_gini)
     rows, y = classification_labels(experiment, rows, "secure Gini")
@@ -125,24 +103,9 @@ def _protocol(
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
-    labels = encrypt_labels(key, y, params.n_classes, workers)
-    replies = federation.broadcast(
-        "query.gini_mask",
-        {
-            "public_key": key.public.to_bytes(),
-            "labels": paillier.to_array(labels, nbytes, (len(rows), params.n_classes - 1)),
-            "rows": rows,
-            **params.to_payload(),
-            "workers": int(workers_cfg or 0),
-        },
-    )
+    packed = send_labels(federation, "query.gini_mask", key, params, rows, y, workers_cfg)
     squares = {}
-    for m, reply in enumerate(replies):
-        packed = np.asarray(reply["packed"])
-        flat = paillier.from_array(packed)
-        per_feature = [
-            flat[f * params.chunks : (f + 1) * params.chunks] for f in range(len(packed))
-        ]
+    for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
         squares[m] = paillier.to_array(
             [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
@@ -155,7 +118,7 @@ def _protocol(
         server_finish(key, params, paillier.from_array(replies[m]["weighted"]))
         for m in range(len(replies))
     ]
-    federation.send("query.gini_scores", {m: {"scores": s} for m, s in enumerate(scores)})
+    send_scores(federation, "query.gini_scores", scores)
     return scores
 
 

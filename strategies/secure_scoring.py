@@ -1,0 +1,108 @@
+"""What the server side of the secure scoring phases shares (Gini, F-statistic).
+
+Both phases (:mod:`vflfs.strategies.gini`, :mod:`vflfs.strategies.fstat_filter`) read integer
+settings from a ``strategy.<section>``, score the training rows' class labels, send them once
+to every party encrypted under a fresh Paillier key, get back per feature the party's packed
+masked ciphertexts, and end by giving each party its own scores. What happens in between is
+each protocol's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import fields
+from typing import ClassVar, Protocol, Self
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from vflfs.federation import Federation
+from vflfs.ml import paillier
+from vflfs.ml.gini_secure import encrypt_labels
+from vflfs.ml.parallel import resolve_workers
+from vflfs.runtime.config import ConfigError
+from vflfs.server_app.experiment import Experiment
+
+
+class ScoringParams(Protocol):
+    """The public parameters of a scoring protocol (``GiniParams``, ``FStatParams``)."""
+
+    n_classes: int
+
+    @property
+    def chunks(self) -> int: ...
+
+    def to_payload(self) -> dict: ...
+
+
+class SectionConfig:
+    """Base of the frozen dataclasses of a ``strategy.<section>`` of integer settings."""
+
+    section: ClassVar[str]
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping | DictConfig | None) -> Self:
+        """The known keys of the section (defaults for the missing), typos rejected."""
+        values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown key(s) {unknown} in strategy.{cls.section}; known: {sorted(known)}"
+            )
+        return cls(**{k: (None if v is None else int(v)) for k, v in values.items()})
+
+
+def scoring_phase(federation: Federation, phase: str):
+    """The traffic phase ``phase``, unless the caller already opened it (no double count)."""
+    if federation.traffic.phase == phase:
+        return nullcontext()
+    return federation.traffic.in_phase(phase)
+
+
+def classification_labels(experiment: Experiment, rows: np.ndarray | None, what: str):
+    """The training rows and their class ids, or a config error for regression tasks."""
+    if experiment.task.kind != "classification":
+        raise ConfigError(f"{what} needs class labels; dataset task is {experiment.task.kind}")
+    rows = experiment.splits.train if rows is None else rows
+    rows = np.asarray(rows, dtype=np.int64)
+    return rows, np.asarray(experiment.y)[rows].astype(np.int64)
+
+
+def send_labels(
+    federation: Federation,
+    message_type: str,
+    key: paillier.PrivateKey,
+    params: ScoringParams,
+    rows: np.ndarray,
+    y: np.ndarray,
+    workers_cfg: int | None,
+) -> list[list[list]]:
+    """The first round-trip: the one-hot labels ``[[A]]`` of ``rows``, encrypted once, go to
+    every party with ``params``; per party, per feature, the ciphertexts it packed."""
+    c = params.n_classes
+    labels = encrypt_labels(key, y, c, resolve_workers(workers_cfg))
+    replies = federation.broadcast(
+        message_type,
+        {
+            "public_key": key.public.to_bytes(),
+            "labels": paillier.to_array(labels, key.public.nbytes, (len(rows), c - 1)),
+            "rows": rows,
+            **params.to_payload(),
+            "workers": int(workers_cfg or 0),
+        },
+    )
+    return [by_feature(reply["packed"], params.chunks) for reply in replies]
+
+
+def by_feature(array: np.ndarray, per: int) -> list[list]:
+    """The ciphertexts of a ``uint8`` array, ``per`` for each of its first axis' features."""
+    flat = paillier.from_array(array)
+    return [flat[f * per : (f + 1) * per] for f in range(len(array))]
+
+
+def send_scores(federation: Federation, message_type: str, scores: list[np.ndarray]) -> None:
+    """The last message: each party gets its own features' scores (nobody else's)."""
+    federation.send(message_type, {m: {"scores": s} for m, s in enumerate(scores)})
