@@ -15,7 +15,7 @@ from vflfs.datasets.dataset import Dataset, check_task, make_dataset
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.npz_files import read_npz
 from vflfs.datasets.paths import check_file, resolve_user_path
-from vflfs.datasets.registry import register_dataset
+from vflfs.datasets.registry import Loader, register_dataset
 
 
 @register_dataset("npz")
@@ -34,55 +34,54 @@ def load_npz(data_dir: Path | None, *, path: str, task: str = "classification") 
     )
 
 
-@register_dataset("csv")
-def load_csv(
-    data_dir: Path | None,
-    *,
-    path: str,
-    label_column: str | None = None,
-    task: str = "classification",
-    drop_columns: Sequence[str] = (),
-) -> Dataset:
-    """Read a user CSV (header row required); every column but the label and ``drop_columns``
-    (e.g. an ID column) is a numeric feature."""
-    return _load_table("csv", pd.read_csv, data_dir, path, label_column, task, drop_columns)
+# Each table format: how to read it, and the loader's docstring.
+TABLE_FORMATS: dict[str, tuple[Callable[[Path], pd.DataFrame], str]] = {
+    "csv": (
+        pd.read_csv,
+        "Read a user CSV (header row required); every column but the label and "
+        "``drop_columns`` (e.g. an ID column) is a numeric feature.",
+    ),
+    "parquet": (
+        pd.read_parquet,
+        "Read a user Parquet file (needs pyarrow); same columns rules as ``csv``.",
+    ),
+}
 
 
-@register_dataset("parquet")
-def load_parquet(
-    data_dir: Path | None,
-    *,
-    path: str,
-    label_column: str | None = None,
-    task: str = "classification",
-    drop_columns: Sequence[str] = (),
-) -> Dataset:
-    """Read a user Parquet file (needs pyarrow); same columns rules as ``csv``."""
-    return _load_table("parquet", pd.read_parquet, data_dir, path, label_column, task, drop_columns)
+def _table_loader(kind: str) -> Loader:
+    """The loader of ``kind`` tables: read the file, then :func:`frame_dataset`."""
+    reader, doc = TABLE_FORMATS[kind]
+
+    def load(
+        data_dir: Path | None,
+        *,
+        path: str,
+        label_column: str | None = None,
+        task: str = "classification",
+        drop_columns: Sequence[str] = (),
+    ) -> Dataset:
+        check_task(task)
+        file = check_file(resolve_user_path(path, data_dir))
+        try:
+            frame = reader(file)
+        except ImportError as exc:
+            raise DataError(
+                f"reading {file} needs an optional package ({exc}); fix: pip install "
+                "'vflfs[parquet]'"
+            ) from exc
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            raise DataError(
+                f"cannot read {file} as {kind} ({exc}); fix: check the file format"
+            ) from exc
+        return frame_dataset(f"{kind}:{file.name}", frame, label_column, task, drop_columns)
+
+    load.__name__ = f"load_{kind}"
+    load.__doc__ = doc
+    return load
 
 
-def _load_table(
-    kind: str,
-    reader: Callable[[Path], pd.DataFrame],
-    data_dir: Path | None,
-    path: str,
-    label_column: str | None,
-    task: str,
-    drop_columns: Sequence[str],
-) -> Dataset:
-    check_task(task)
-    file = check_file(resolve_user_path(path, data_dir))
-    try:
-        frame = reader(file)
-    except ImportError as exc:
-        raise DataError(
-            f"reading {file} needs an optional package ({exc}); fix: pip install 'vflfs[parquet]'"
-        ) from exc
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise DataError(
-            f"cannot read {file} as {kind} ({exc}); fix: check the file format"
-        ) from exc
-    return frame_dataset(f"{kind}:{file.name}", frame, label_column, task, drop_columns)
+for _kind in TABLE_FORMATS:
+    register_dataset(_kind)(_table_loader(_kind))
 
 
 def frame_dataset(
