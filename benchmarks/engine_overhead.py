@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +48,7 @@ from vflfs.federation.payload import encode
 from vflfs.ml.models import BottomSpec, TopSpec
 from vflfs.ml.reference import SplitModel
 from vflfs.runtime.config import compose_config
-from vflfs.runtime.simulation import backend_config, simulate
+from vflfs.runtime.simulation import backend_config, run_apps, simulate
 from vflfs.server_app.experiment import Experiment
 
 TARGET_ECHO = 0.8  # (c)/(b)
@@ -130,22 +128,6 @@ def measure_floor(cfg: DictConfig, epochs: int, repeats: int = 5) -> dict:
 
 
 # -- (b) Flower's bare message rate ------------------------------------------------------------
-def _quiet_run_simulation(server_app: ServerApp, client_app: ClientApp, cfg: DictConfig) -> None:
-    from flwr.simulation import run_simulation
-
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        run_simulation(
-            server_app=server_app,
-            client_app=client_app,
-            num_supernodes=int(cfg.split.num_parties),
-            backend_config=backend_config(cfg),
-        )
-
-
 def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
     """Round-trips/s of a 128x16 float32 echo to every party, over the same Federation loop."""
     parties = int(cfg.split.num_parties)
@@ -166,7 +148,7 @@ def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
         assert all(np.array_equal(r["embedding"], payload["embedding"]) for r in replies.values())
         out.update(steps=steps, wall_s=wall, steps_per_s=steps / wall)
 
-    _quiet_run_simulation(server_app, echo_app, cfg)
+    run_apps(server_app, echo_app, cfg)
     if "steps_per_s" not in out:
         raise RuntimeError("the echo simulation ended without a result")
     return out

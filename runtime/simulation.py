@@ -6,6 +6,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from flwr.app import Context
@@ -13,6 +14,9 @@ from flwr.serverapp import Grid, ServerApp
 from omegaconf import DictConfig
 
 from vflfs.federation import Observer
+
+if TYPE_CHECKING:
+    from flwr.clientapp import ClientApp
 
 log = logging.getLogger("vflfs")
 
@@ -47,8 +51,6 @@ def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | N
     The ServerApp runs in this process (so ``observers`` see every message); parties run as
     ClientApps in Ray actors. Raises the server's error if the run fails.
     """
-    from flwr.simulation import run_simulation
-
     from vflfs.client_app.app import app as client_app
     from vflfs.server_app.run import prepare, run_experiment
 
@@ -59,6 +61,17 @@ def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | N
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
         outcome["summary"] = run_experiment(grid, cfg, out_dir, observers)
+
+    run_apps(server_app, client_app, cfg)
+    if "summary" not in outcome:
+        raise RuntimeError(f"the simulation ended without a result; see {out_dir}")
+    return outcome["summary"]
+
+
+def run_apps(server_app: ServerApp, client_app: ClientApp, cfg: DictConfig) -> None:
+    """Run a ServerApp in this process and ``cfg.split.num_parties`` simulated SuperNodes of
+    ``client_app`` in Ray actors (:func:`backend_config`), with Flower's log kept quiet."""
+    from flwr.simulation import run_simulation
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     flwr_log = logging.getLogger("flwr")
@@ -74,6 +87,3 @@ def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | N
             num_supernodes=int(cfg.split.num_parties),
             backend_config=backend_config(cfg),
         )
-    if "summary" not in outcome:
-        raise RuntimeError(f"the simulation ended without a result; see {out_dir}")
-    return outcome["summary"]
