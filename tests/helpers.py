@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from vflfs.client_app.app import app as client_app
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import compose_config
@@ -29,3 +31,15 @@ def run_local(cfg, out_dir, num_parties: int | None = None, observers=None) -> d
     """Run ``cfg`` over a LocalGrid (the real ClientApp, in process)."""
     grid = LocalGrid(client_app, num_parties or int(cfg.split.num_parties))
     return run_experiment(grid, cfg, out_dir, observers=observers)
+
+
+def save_npz(path: Path, **arrays: np.ndarray) -> Path:
+    """Write ``arrays`` to ``path`` (a user ``.npz`` file)."""
+    np.savez(path, **arrays)
+    return path
+
+
+def small_xy(n: int = 20, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """A small seeded feature matrix and alternating binary labels."""
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, d)), np.arange(n) % 2

@@ -20,6 +20,8 @@ from vflfs.datasets import (
     resolve_data_dir,
 )
 
+from helpers import save_npz, small_xy
+
 DATA_DIR = os.environ.get(DATA_DIR_ENV) or str(
     Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 )
@@ -39,21 +41,7 @@ REAL_SHAPES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_dataset_cache()
-    yield
-    clear_dataset_cache()
-
-
-def _save_npz(path: Path, **arrays: np.ndarray) -> Path:
-    np.savez(path, **arrays)
-    return path
-
-
-def _small_xy(n: int = 20, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(n, d)), np.arange(n) % 2
+pytestmark = pytest.mark.usefixtures("fresh_dataset_cache")
 
 
 # --- registry and data directory -------------------------------------------------------------
@@ -103,8 +91,8 @@ def test_no_data_dir_names_both_settings(monkeypatch):
 
 
 def test_env_var_is_used_when_config_is_empty(monkeypatch, tmp_path):
-    X, y = _small_xy()
-    _save_npz(tmp_path / "sylva.npz", X=X.astype(np.float32), y=y)
+    X, y = small_xy()
+    save_npz(tmp_path / "sylva.npz", X=X.astype(np.float32), y=y)
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     ds = load_dataset("sylva", data_dir="")
     assert ds.X.shape == (20, 4)
@@ -122,10 +110,10 @@ def test_cache_returns_same_read_only_dataset():
 
 
 def test_cache_reloads_an_edited_user_file(tmp_path):
-    X, y = _small_xy()
-    path = _save_npz(tmp_path / "u.npz", X=X, y=y)
+    X, y = small_xy()
+    path = save_npz(tmp_path / "u.npz", X=X, y=y)
     first = load_dataset("npz", path=str(path))
-    _save_npz(path, X=X[:10], y=y[:10])
+    save_npz(path, X=X[:10], y=y[:10])
     os.utime(path, ns=(1, 1))
     assert load_dataset("npz", path=str(path)).n_samples == 10
     assert first.n_samples == 20

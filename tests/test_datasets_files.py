@@ -8,32 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vflfs.datasets import DataError, clear_dataset_cache, load_dataset
+from vflfs.datasets import DataError, load_dataset
 
+from helpers import save_npz, small_xy
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_dataset_cache()
-    yield
-    clear_dataset_cache()
-
-
-def _save_npz(path: Path, **arrays: np.ndarray) -> Path:
-    np.savez(path, **arrays)
-    return path
-
-
-def _small_xy(n: int = 20, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(n, d)), np.arange(n) % 2
+pytestmark = pytest.mark.usefixtures("fresh_dataset_cache")
 
 
 # --- user files ------------------------------------------------------------------------------
 
 
 def test_npz_user_file_absolute_and_relative(tmp_path):
-    X, y = _small_xy()
-    _save_npz(tmp_path / "mine.npz", X=X, y=y * 5 + 3, train_idx=np.arange(15), test_idx=[15, 16])
+    X, y = small_xy()
+    save_npz(tmp_path / "mine.npz", X=X, y=y * 5 + 3, train_idx=np.arange(15), test_idx=[15, 16])
     a = load_dataset("npz", path=str(tmp_path / "mine.npz"))
     b = load_dataset("npz", data_dir=str(tmp_path), path="mine.npz")
     assert a.X.shape == b.X.shape == (20, 4)
@@ -42,13 +29,13 @@ def test_npz_user_file_absolute_and_relative(tmp_path):
 
 
 def test_npz_user_file_regression_and_bad_keys(tmp_path):
-    X, _ = _small_xy()
+    X, _ = small_xy()
     target = X.sum(axis=1)
-    _save_npz(tmp_path / "r.npz", X=X, y=target)
+    save_npz(tmp_path / "r.npz", X=X, y=target)
     ds = load_dataset("npz", path=str(tmp_path / "r.npz"), task="regression")
     assert ds.task == "regression" and ds.n_classes == 0
     np.testing.assert_allclose(ds.y, target.astype(np.float32))
-    _save_npz(tmp_path / "bad.npz", features=X, y=target)
+    save_npz(tmp_path / "bad.npz", features=X, y=target)
     with pytest.raises(DataError, match=r"lacks the key.*'X'"):
         load_dataset("npz", path=str(tmp_path / "bad.npz"))
     with pytest.raises(DataError, match="unknown task"):
@@ -106,22 +93,22 @@ def test_parquet_user_file(tmp_path):
 
 
 def _load_arrays(tmp_path: Path, X: np.ndarray, y: np.ndarray, task: str = "classification"):
-    return load_dataset("npz", path=str(_save_npz(tmp_path / "v.npz", X=X, y=y)), task=task)
+    return load_dataset("npz", path=str(save_npz(tmp_path / "v.npz", X=X, y=y)), task=task)
 
 
 def test_nan_in_X_reports_count_and_first_column(tmp_path):
-    X, y = _small_xy()
+    X, y = small_xy()
     X[3, 2] = X[5, 2] = X[7, 3] = np.nan
     with pytest.raises(DataError, match=r"X has 3 NaN and 0 infinite.*column 2"):
         _load_arrays(tmp_path, X, y)
 
 
 def test_inf_in_X_and_y_is_reported(tmp_path):
-    X, y = _small_xy()
+    X, y = small_xy()
     X[0, 1] = np.inf
     with pytest.raises(DataError, match=r"X has 0 NaN and 1 infinite.*column 1"):
         _load_arrays(tmp_path, X, y)
-    X, _ = _small_xy()
+    X, _ = small_xy()
     target = X.sum(axis=1)
     target[4] = -np.inf
     with pytest.raises(DataError, match=r"y has 0 NaN and 1 infinite.*row 4"):
@@ -129,7 +116,7 @@ def test_inf_in_X_and_y_is_reported(tmp_path):
 
 
 def test_nan_label_is_reported(tmp_path):
-    X, _ = _small_xy()
+    X, _ = small_xy()
     y = np.ones(20)
     y[:10] = 0
     y[6] = np.nan
@@ -138,7 +125,7 @@ def test_nan_label_is_reported(tmp_path):
 
 
 def test_row_count_mismatch(tmp_path):
-    X, y = _small_xy()
+    X, y = small_xy()
     with pytest.raises(DataError, match="X has 20 rows but y has 19"):
         _load_arrays(tmp_path, X, y[:19])
 
@@ -149,6 +136,6 @@ def test_empty_data(tmp_path):
 
 
 def test_single_class(tmp_path):
-    X, _ = _small_xy()
+    X, _ = small_xy()
     with pytest.raises(DataError, match="1 class.*at least 2"):
         _load_arrays(tmp_path, X, np.zeros(20, dtype=np.int64))
