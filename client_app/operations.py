@@ -6,16 +6,12 @@ import json
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord
 
 from vflfs.federation import Payload
-from vflfs.federation.payload import from_array, to_array
 
 from .ops_align import local_spec
 from .registry import OPERATIONS
 from .session import Session
-
-SENT_OPEN = "vflfs.sent_open"  # context.state: embedding-gate masks of the pending batches
 
 
 @OPERATIONS.operation("query.info")
@@ -61,59 +57,17 @@ def step(session: Session, payload: Payload) -> Payload:
     embeddings carry only the open components and an ``open`` mask per batch.
     """
     party = session.party
-    grads = payload.get("grads") or []
-    if len(grads) != len(party.pending):
-        raise ValueError(
-            f"got {len(grads)} gradients for {len(party.pending)} pending batches; "
-            "the server and party are out of step"
-        )
-    sent_open = _sent_open(session, len(grads))
-    for rows, seed, grad, sent in zip(
-        party.pending, party.pending_seeds, grads, sent_open, strict=True
-    ):
-        party.apply_gradient(rows, _regate(party, rows, seed, grad, sent), seed)
-    batches = [np.asarray(b) for b in payload.get("batches") or []]
-    party.pending, party.pending_seeds = batches, party.batch_seeds(len(batches))
+    party.apply_pending(payload.get("grads") or [])
+    out = party.embed_batches([np.asarray(b) for b in payload.get("batches") or []])
     session.changed = True
     reply: Payload = {}
-    session.context.state.pop(SENT_OPEN, None)
-    if batches:
-        out = [party.forward(b, s) for b, s in zip(batches, party.pending_seeds, strict=True)]
+    if out:
         reply["embeddings"] = [e for e, _ in out]
         if out[0][1] is not None:
             reply["open"] = [m for _, m in out]
-            session.context.state[SENT_OPEN] = ArrayRecord(
-                {str(i): to_array(m) for i, (_, m) in enumerate(out)}
-            )
     if payload.get("evaluate"):
         reply.update(_evaluation(party))
     return reply
-
-
-def _sent_open(session: Session, n: int) -> list[np.ndarray | None]:
-    """The embedding-gate masks of the pending batches' forward passes (None: no gates)."""
-    record = session.context.state.get(SENT_OPEN)
-    if record is None or len(record) != n:
-        return [None] * n
-    return [from_array(record[str(i)]) for i in range(n)]
-
-
-def _regate(party, rows, seed: int, grad: np.ndarray, sent: np.ndarray | None) -> np.ndarray:
-    """The gradient of a pending batch over the components open *now*.
-
-    With K > 1 local steps the party's embedding gates move between the forward pass that the
-    server saw and the recomputation that applies its gradient, so the open components may
-    differ: components the server did not receive get zero gradient, components closed since
-    get none (their gate is zero). With K = 1, or unchanged gates, ``grad`` is returned as is.
-    """
-    if sent is None:
-        return grad
-    _, now = party.forward(rows, seed)
-    if now is None or np.array_equal(now, sent):
-        return grad
-    full = np.zeros((grad.shape[0], sent.shape[0]), dtype=grad.dtype)
-    full[:, sent] = grad
-    return full[:, now]
 
 
 def _evaluation(party) -> Payload:

@@ -77,8 +77,9 @@ class Party:
         self.components = np.arange(bottom.embedding_size)
         self.X = self.X_all
         self.optimizer = self._make_optimizer()
-        self.pending: list[np.ndarray] = []
-        self.pending_seeds: list[int] = []
+        self.pending: list[np.ndarray] = []  # rows of the batches whose gradients are due
+        self.pending_seeds: list[int] = []  # their gate-noise seeds
+        self.pending_open: list[np.ndarray | None] = []  # the components their embeddings sent
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
 
@@ -160,17 +161,46 @@ class Party:
         mask = self._open()
         return (out, None) if mask is None else (out[:, mask], mask)
 
-    def apply_gradient(self, rows: np.ndarray, grad: np.ndarray, seed: int) -> None:
+    def embed_batches(
+        self, batches: list[np.ndarray]
+    ) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """Training-mode embeddings of the next batches (:meth:`forward`), which become the
+        pending ones; each one's embedding-gate mask is kept for :meth:`apply_pending`."""
+        self.pending, self.pending_seeds = batches, self.batch_seeds(len(batches))
+        out = [self.forward(b, s) for b, s in zip(batches, self.pending_seeds, strict=True)]
+        self.pending_open = [mask for _, mask in out]
+        return out
+
+    def apply_pending(self, grads: list[np.ndarray]) -> None:
+        """Apply the server's gradients of the pending batches, one each, in order.
+
+        With K > 1 local steps the embedding gates move between a batch's forward pass and the
+        recomputation that applies its gradient; each gradient covers the components its
+        forward pass sent, kept with the batch.
+        """
+        if len(grads) != len(self.pending):
+            raise ValueError(
+                f"got {len(grads)} gradients for {len(self.pending)} pending batches; "
+                "the server and party are out of step"
+            )
+        batches = zip(self.pending, self.pending_seeds, self.pending_open, grads, strict=True)
+        for rows, seed, sent, grad in batches:
+            self.apply_gradient(rows, grad, seed, sent)
+
+    def apply_gradient(
+        self, rows: np.ndarray, grad: np.ndarray, seed: int, sent: np.ndarray | None = None
+    ) -> None:
         """Back-propagate dL/dg for ``rows`` (plus the gates' regulariser) and step.
 
-        ``grad`` covers the components that were open in the forward pass (all without gates);
-        closed components have zero gradient, their gate being zero.
+        ``grad`` covers the components ``sent``: the embedding-gate mask of the forward pass
+        the server saw (default: the components open in this recomputation; all without
+        gates). Components closed now get no update from it, their gate being zero.
         """
         self.optimizer.zero_grad(set_to_none=True)
         with self._noise(seed):
             out = self.model(self._rows(rows))
         full = torch.zeros_like(out)
-        mask = self._open()
+        mask = self._open() if sent is None else sent
         grad_t = torch.tensor(grad, device=self.device)
         if mask is None:
             full = grad_t
@@ -228,6 +258,7 @@ class Party:
                 "features": self.features,
                 "components": self.components,
                 "pending_seeds": np.asarray(self.pending_seeds, dtype=np.int64),
+                "pending_open": _stack_masks(self.pending_open),
                 "steps_taken": np.asarray([self.steps_taken], dtype=np.int64),
             },
         }
@@ -244,4 +275,16 @@ class Party:
         pending = arrays["pending"]
         self.pending = [pending[str(i)] for i in range(len(pending))]
         self.pending_seeds = [int(x) for x in structure["pending_seeds"]]
+        masks = structure.get("pending_open")
+        if masks is not None and len(masks) == len(self.pending):
+            self.pending_open = [np.array(m, dtype=bool) for m in masks]
+        else:
+            self.pending_open = [None] * len(self.pending)
         self.steps_taken = int(structure["steps_taken"].reshape(-1)[0])
+
+
+def _stack_masks(masks: list[np.ndarray | None]) -> np.ndarray:
+    """The pending batches' masks as one (batches, components) array; empty without gates."""
+    if not masks or masks[0] is None:
+        return np.zeros((0, 0), dtype=bool)
+    return np.stack([np.asarray(m, dtype=bool) for m in masks])
