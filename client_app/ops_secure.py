@@ -39,7 +39,11 @@ def _ciphers(state: dict[str, np.ndarray]):
     mode = [m for m, v in MODES.items() if v == int(state["mode"][0])][0]
     p = int.from_bytes(state["p"].tobytes(), "big")
     q = int.from_bytes(state["q"].tobytes(), "big")
-    return sl.private_cipher(mode, p, q), sl.public_cipher(mode, state["server_key"])
+    workers, randomness = int(state["workers"][0]) or None, sl.RANDOMNESS[int(state["rand"][0])]
+    return (
+        sl.private_cipher(mode, p, q, workers, randomness),
+        sl.public_cipher(mode, state["server_key"], workers, randomness),
+    )
 
 
 def _int_bytes(v: int) -> np.ndarray:
@@ -48,10 +52,12 @@ def _int_bytes(v: int) -> np.ndarray:
 
 @OPERATIONS.operation("train.secure_setup")
 def secure_setup(session: Session, payload: Payload) -> Payload:
-    """Payload: ``mode``, ``key_bits``, ``server_key`` (bytes), ``width``, ``noise``, ``lr``.
-    Reply: the party's public key (empty in plaintext mode)."""
+    """Payload: ``mode``, ``key_bits``, ``server_key`` (bytes), ``width``, ``noise``, ``lr``,
+    ``workers`` (0: every CPU), ``randomness`` (``djn`` / ``full``). Reply: the party's public
+    key (empty in plaintext mode)."""
     mode = str(payload["mode"])
-    own = sl.make_cipher(mode, int(payload["key_bits"]))
+    randomness = str(payload.get("randomness", "djn"))
+    own = sl.make_cipher(mode, int(payload["key_bits"]), randomness=randomness)
     private = getattr(own, "private", None)
     e = len(session.party.components)
     _save(
@@ -63,6 +69,8 @@ def secure_setup(session: Session, payload: Payload) -> Payload:
             "server_key": np.asarray(payload["server_key"], np.uint8),
             "eps": np.zeros((int(payload["width"]), e), np.float64),
             "params": np.array([float(payload["noise"]), float(payload["lr"])]),
+            "workers": np.array([int(payload.get("workers", 0))], np.int64),
+            "rand": np.array([sl.RANDOMNESS.index(randomness)], np.int64),
         },
     )
     return {"public_key": own.public_bytes()}
@@ -71,16 +79,18 @@ def secure_setup(session: Session, payload: Payload) -> Payload:
 @OPERATIONS.operation("train.secure_step")
 def secure_step(session: Session, payload: Payload) -> Payload:
     """``train.step`` with masked gradients down (``delta W - r``, the party adds its r) and
-    encrypted embeddings up (``cipher``; ``eval_cipher`` at an epoch boundary)."""
+    encrypted embeddings up: ``cipher`` (packed along rows) and ``cipher_t`` (along columns)
+    per batch; ``eval_cipher`` (along rows) at an epoch boundary."""
     state = _load(session)
     own, _ = _ciphers(state)
     masked = payload.get("grads") or []
     grads = [sl.party_gradient(w, sl.ints_from_wire(state[f"r{i}"])) for i, w in enumerate(masked)]
     reply = step(session, {**payload, "grads": grads})
     if "embeddings" in reply:
-        reply["cipher"] = [sl.party_encrypt(own, g) for g in reply.pop("embeddings")]
+        wires = [sl.party_encrypt(own, g) for g in reply.pop("embeddings")]
+        reply["cipher"], reply["cipher_t"] = [w[0] for w in wires], [w[1] for w in wires]
     if "eval_embeddings" in reply:
-        reply["eval_cipher"] = sl.party_encrypt(own, reply.pop("eval_embeddings"))
+        reply["eval_cipher"] = sl.party_encrypt(own, reply.pop("eval_embeddings"), False)[0]
     return reply
 
 
@@ -120,9 +130,10 @@ def secure_backward(session: Session, payload: Payload) -> Payload:
     rng = np.random.default_rng()
     gradw, de = [], []
     for k, (gw, delta) in enumerate(zip(payload["gradw"], payload["delta"], strict=True)):
-        _, open_ = _embedding(session, "train", k)
+        g, open_ = _embedding(session, "train", k)
         cols = slice(None) if open_ is None else np.asarray(open_, bool)
-        m, d, r, n = sl.party_backward(own, server, gw, delta, state["eps"][:, cols], noise, rng)
+        eps = state["eps"][:, cols]
+        m, d, r, n = sl.party_backward(own, server, gw, delta, eps, noise, rng, len(g))
         state["eps"][:, cols] -= lr * n
         state[f"r{k}"] = sl.ints_to_wire(r)
         gradw.append(m)

@@ -34,9 +34,11 @@ class SecureLayer:
         key_bits: int = 2048,
         noise: float = 1.0,
         lr: float = 0.1,
+        workers: int | None = None,
+        randomness: str = "djn",
     ) -> None:
         self.mode, self.federation, self.server, self.lr = mode, federation, server, float(lr)
-        self.own = sl.make_cipher(mode, key_bits)
+        self.own = sl.make_cipher(mode, key_bits, workers, randomness)
         self.seconds = {"forward": 0.0, "head": 0.0, "backward": 0.0}
         layers = server.model.interactive
         replies = federation.send(
@@ -49,25 +51,31 @@ class SecureLayer:
                     "width": int(layers[m].out_features),
                     "noise": float(noise),
                     "lr": self.lr,
+                    "workers": int(workers or 0),
+                    "randomness": randomness,
                 }
                 for m in range(experiment.num_parties)
             },
         )
         self.parties = [
-            sl.public_cipher(mode, replies[m]["public_key"]) for m in range(len(replies))
+            sl.public_cipher(mode, replies[m]["public_key"], workers, randomness)
+            for m in range(len(replies))
         ]
 
     def w_tilde(self, m: int, mask: np.ndarray | None) -> np.ndarray:
         w = self.server.model.interactive[m].weight.detach().cpu().numpy().astype(np.float64)
         return w if mask is None else w[:, np.asarray(mask, bool)]
 
-    def forward(self, cts: dict[int, np.ndarray], masks: dict, which: str) -> list[np.ndarray]:
-        """Steps 2-4 for every party at once: ``z_m`` per party."""
+    def forward(
+        self, cts: dict[int, np.ndarray], masks: dict, which: str, rows: int
+    ) -> list[np.ndarray]:
+        """Steps 2-4 for every party at once (``rows`` rows): ``z_m`` per party."""
         t = time.perf_counter()
         down, keep = {}, {}
         for m, wire in cts.items():
+            party = self.parties[m]
             y, keep[m] = sl.server_forward(
-                self.parties[m], self.parties[m].from_wire(wire), self.w_tilde(m, masks[m])
+                party, party.from_wire(wire), self.w_tilde(m, masks[m]), rows
             )
             down[m] = {"y": [y], "which": which}
         replies = self.federation.send("train.secure_forward", down)
@@ -85,7 +93,7 @@ class SecureLayer:
             wires = {m: replies[m]["cipher"][k] for m in parties}
             if k > 0:  # the party's protocol ops address pending batch k by position
                 raise ValueError("strategy.secure needs training.local_steps = 1")
-            zs = self.forward(wires, masks, "train")
+            zs = self.forward(wires, masks, "train", len(rows))
             t = time.perf_counter()
             loss, delta = sl.head_step(self.server, zs, experiment.y[rows])
             self.seconds["head"] += time.perf_counter() - t
@@ -94,7 +102,7 @@ class SecureLayer:
             down, keep = {}, {}
             for m in parties:
                 w = self.w_tilde(m, masks[m])
-                cts = self.parties[m].from_wire(wires[m])
+                cts = self.parties[m].from_wire(replies[m]["cipher_t"][k])
                 gradw, enc_delta, big_r, dw = sl.server_backward(
                     self.parties[m], self.own, cts, delta.astype(np.float64), w
                 )
@@ -120,6 +128,7 @@ class SecureLayer:
             {m: replies[m]["eval_cipher"] for m in parties},
             {m: replies[m].get("eval_open") for m in parties},
             "eval",
+            sum(len(r) for r in experiment.eval_sets().values()),
         )
         scores: dict[str, float] = {}
         start = 0
@@ -150,4 +159,6 @@ def make_secure_layer(cfg, federation: Federation, experiment: Experiment, serve
         key_bits=int(s.get("secure_key_bits", 2048)),
         noise=float(s.get("secure_noise", 1.0)),
         lr=float(s.get("secure_lr", 0.1)),
+        workers=s.get("secure_workers"),
+        randomness=str(s.get("secure_randomness", "djn")),
     )

@@ -32,11 +32,31 @@ SMALL = (
 )
 
 
-@pytest.mark.parametrize("mode", ["plaintext", "paillier"])
-def test_protocol_computes_the_plain_layer(mode):
+def _ciphers(mode: str, workers: int | None, randomness: str):
+    """(party, server, party's public, server's public); forks even for small work."""
+    out = []
+    for _ in range(2):
+        own = sl.make_cipher(mode, 512, workers, randomness)
+        out += [own, sl.public_cipher(mode, own.public_bytes(), workers, randomness)]
+    for cipher in out:
+        cipher.min_parallel_s = 0.0
+    return out[0], out[2], out[1], out[3]
+
+
+@pytest.mark.parametrize(
+    "mode, workers, randomness, e",
+    [
+        ("plaintext", 1, "djn", 5),
+        ("paillier", 1, "djn", 5),
+        ("paillier", 2, "djn", 7),  # forked workers; G^T packs into two plaintexts
+        ("paillier", 2, "full", 3),
+    ],
+)
+def test_protocol_computes_the_plain_layer(mode, workers, randomness, e):
     """Forward z = g W^T, dL/dg = delta W and the update W <- W - lr delta^T g, exactly as the
-    plain model (float tolerance), with W split as W~ - eps between server and party."""
-    B, e = 12, 5
+    plain model (float tolerance), with W split as W~ - eps between server and party; packed
+    ciphertexts (5 slots at 512 bits: 12 rows in 3 plaintexts), one or two workers."""
+    B = 12
     model = seeded(3, TopModel, [e, e], 2, TopSpec(hidden=(6,)))
     layer = model.interactive[1]
     W = layer.weight.detach().double()
@@ -45,22 +65,22 @@ def test_protocol_computes_the_plain_layer(mode):
     w_tilde = W.numpy() + eps
     g = torch.tensor(rng.normal(size=(B, e)), requires_grad=True)
     delta = rng.normal(size=(B, W.shape[0])) * 0.1
-    party = sl.make_cipher(mode, 512)
-    server = sl.make_cipher(mode, 512)
-    party_pub = sl.public_cipher(mode, party.public_bytes())
-    server_pub = sl.public_cipher(mode, server.public_bytes())
+    party, server, party_pub, server_pub = _ciphers(mode, workers, randomness)
 
-    wire_g = sl.party_encrypt(party, g.detach().numpy())
+    wire_g, wire_t = sl.party_encrypt(party, g.detach().numpy())
+    if mode == "paillier":  # G along rows (3 x e) and along columns (ceil(e / 5) x B)
+        assert wire_g.shape == (3, e, 128) and wire_t.shape == (-(-e // 5), B, 128)
     cts = party_pub.from_wire(wire_g)
-    y, e_s = sl.server_forward(party_pub, cts, w_tilde)
+    y, e_s = sl.server_forward(party_pub, cts, w_tilde, B)
     z = sl.server_z(sl.party_forward(party, y, g.detach().numpy(), eps), e_s)
 
     reference = layer.double()(g)  # party 1's layer has no bias
     np.testing.assert_allclose(z, reference.detach().numpy(), atol=1e-4)
     (reference * torch.tensor(delta)).sum().backward()
 
-    gradw, enc_delta, big_r, dw = sl.server_backward(party_pub, server, cts, delta, w_tilde)
-    m, de, r, noise = sl.party_backward(party, server_pub, gradw, enc_delta, eps, 1.0, rng)
+    cts_t = party_pub.from_wire(wire_t)
+    gradw, enc_delta, big_r, dw = sl.server_backward(party_pub, server, cts_t, delta, w_tilde)
+    m, de, r, noise = sl.party_backward(party, server_pub, gradw, enc_delta, eps, 1.0, rng, B)
     noisy = sl.server_weight_gradient(m, big_r)
     grad_g = sl.party_gradient(sl.server_embedding_gradient(server, de, dw), r)
     np.testing.assert_allclose(grad_g, g.grad.numpy(), atol=1e-4)
@@ -74,14 +94,48 @@ def test_protocol_computes_the_plain_layer(mode):
     )
 
 
+def test_packing_round_trip():
+    """Signed values and masks share plaintexts: slot t of block b is row b * slots + t."""
+    rng = np.random.default_rng(4)
+    values = sl.encode(rng.normal(size=(11, 3)) * 50)
+    masks = sl.mask((11, 3))
+    packed = sl.pack_rows(values, 4) + sl.pack_rows(masks, 4, sl.OFFSET)
+    assert packed.shape == (3, 3)
+    assert all(0 <= int(v) < 1 << (4 * sl.SLOT) for v in packed.ravel())
+    np.testing.assert_array_equal(sl.unpack_rows(packed, 11, 4), values + masks)
+    assert (sl.unpack_rows(packed, 11, 4) - masks == values).all()
+    assert sl.PLAIN_SLOTS * sl.SLOT <= 2047  # fits below any 2048-bit n
+
+
+@pytest.mark.parametrize("randomness", ["djn", "full"])
+def test_returned_ciphertexts_are_rerandomised(randomness):
+    """The products a non-owner returns carry fresh randomness: they differ from the bare
+    homomorphic combination and between calls, and decrypt the same."""
+    party, _, party_pub, _ = _ciphers("paillier", 1, randomness)
+    ints = sl.pack_rows(sl.encode(np.ones((5, 2))), party.slots)
+    cts = party.encrypt(ints)
+    coeffs = np.array([[3, -1], [2, 5]], dtype=object)
+    zeros = np.zeros((1, 2), dtype=object)
+    first, second = party_pub.affine(cts, coeffs, zeros), party_pub.affine(cts, coeffs, zeros)
+    bare = [party.public.combine(list(cts[0]), [int(v) for v in coeffs[:, k]]) for k in range(2)]
+    assert len({*first[0], *second[0], *bare}) == 6
+    same = [party.decrypt(x) for x in (first, second, np.array([bare], dtype=object))]
+    np.testing.assert_array_equal(same[0], same[1])
+    np.testing.assert_array_equal(same[0], same[2])
+    expected = sl.encode(np.ones((5, 2))).dot(coeffs)  # positive: packs without offsets
+    np.testing.assert_array_equal(same[0], sl.pack_rows(expected, party.slots))
+
+
 def test_masks_hide_the_values():
     """What travels in the clear is masked: 2^(2F + 56)-wide masks on 2^(2F)-scaled values."""
     g = np.random.default_rng(1).normal(size=(8, 3))
     cipher = sl.make_cipher("plaintext", 0)
-    y, e_s = sl.server_forward(cipher, cipher.encrypt(sl.encode(g)), np.ones((4, 3)))
-    values = np.abs(sl.ints_from_wire(y).astype(float))
+    packed = cipher.encrypt(sl.pack_rows(sl.encode(g), cipher.slots))
+    y, e_s = sl.server_forward(cipher, packed, np.ones((4, 3)), len(g))
+    z = sl.party_forward(cipher, y, g, np.zeros((4, 3)))  # what the party sends back
+    values = np.abs(sl.ints_from_wire(z).astype(float))
     assert np.median(values) > 2.0**80
-    np.testing.assert_allclose(sl.server_z(y, e_s), g @ np.ones((3, 4)), atol=1e-5)
+    np.testing.assert_allclose(sl.server_z(z, e_s), g @ np.ones((3, 4)), atol=1e-5)
 
 
 def _run(mode, tmp_path, observers=None, strategy="vfl"):
@@ -137,7 +191,7 @@ def test_what_each_side_receives(paillier_run):
                 assert value.dtype == np.bool_
                 continue
             assert value.dtype == np.uint8, (direction, op, key, value.dtype)
-            if name in {"cipher", "eval_cipher", "y", "delta", "de"} or (
+            if name in {"cipher", "cipher_t", "eval_cipher", "y", "delta", "de"} or (
                 name == "gradw" and direction == DOWN
             ):
                 assert value.shape[-1] == nbytes, (op, key)  # ciphertexts

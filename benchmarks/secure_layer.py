@@ -1,0 +1,220 @@
+"""How fast is the secure interactive layer? One training step (protocol steps 1-7), new vs old.
+
+One party and the server, a batch of ``B`` embeddings ``g`` (B x e), interactive weights
+(width x e), 2048-bit keys by default; the numbers are random, the work is the protocol's.
+Measured in one run:
+
+(a) new   :mod:`vflfs.ml.secure_layer` as the strategies call it: G packed along rows and along
+          columns (21 fixed-point values per plaintext at 2048 bits), Straus products, DJN
+          randomness (``h_s^alpha`` from a fixed-base table), forked workers; also with one
+          worker and with full ``r^n`` randomness (``secure_randomness: full``).
+(b) old   the previous implementation, re-implemented here: one ciphertext per value, one
+          ``combine`` (a powmod per coefficient) per output, a full ``r^n`` powmod per
+          re-randomisation, CRT obfuscators and decryption for the key owner, one process.
+
+Both must compute z = g W^T and dL/dg = delta W (to fixed-point precision). Per epoch:
+``ceil(N_train / B)`` steps of ``P x (2 + 5 + 7) + (1 + 3 + 6)`` (the server works for every
+party in turn, the parties work at the same time on their own machines), plus one forward of the
+evaluation rows (steps 1-4). Run from the repository root::
+
+    . .venv/bin/activate
+    python -m benchmarks.secure_layer --out benchmarks/results/secure_layer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vflfs.ml import paillier
+from vflfs.ml import secure_layer as sl
+
+SERVER, PARTY = ("2", "5", "7"), ("1", "3", "6")
+
+
+class Clock:
+    """Wall seconds per protocol step."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, step: str, fn, *args):
+        start = time.perf_counter()
+        out = fn(*args)
+        self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - start
+        return out
+
+
+def problem(batch: int, e: int, width: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "g": rng.normal(size=(batch, e)),
+        "w": rng.normal(size=(width, e)) * 0.3,
+        "eps": rng.normal(size=(width, e)) * 0.3,
+        "delta": rng.normal(size=(batch, width)) * 0.05,
+    }
+
+
+def check(x: dict, z: np.ndarray, grad: np.ndarray) -> dict[str, float]:
+    return {
+        "z_error": float(np.abs(z - x["g"] @ x["w"].T).max()),
+        "grad_error": float(np.abs(grad - x["delta"] @ x["w"]).max()),
+    }
+
+
+def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
+    """Steps 1-7 through :mod:`vflfs.ml.secure_layer` (keys made and tables built untimed)."""
+    party = sl.make_cipher("paillier", bits, workers, randomness)
+    server = sl.make_cipher("paillier", bits, workers, randomness)
+    if randomness == "djn":
+        paillier.djn_table(party.public.n), paillier.djn_table(server.public.n)
+    g, w_tilde, eps, delta = x["g"], x["w"] + x["eps"], x["eps"], x["delta"]
+    rows, clock = len(g), Clock()
+    rng = np.random.default_rng(1)
+    wire, wire_t = clock("1", sl.party_encrypt, party, g)
+    y, e_s = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, rows))
+    z = sl.server_z(clock("3", sl.party_forward, party, y, g, eps), e_s)
+    gradw, enc_d, big_r, dw = clock(
+        "5", lambda: sl.server_backward(party, server, party.from_wire(wire_t), delta, w_tilde)
+    )
+    m, de, r, _ = clock("6", sl.party_backward, party, server, gradw, enc_d, eps, 0.0, rng, rows)
+    sl.server_weight_gradient(m, big_r)
+    grad = sl.party_gradient(clock("7", sl.server_embedding_gradient, server, de, dw), r)
+    up = wire.nbytes + wire_t.nbytes + y.nbytes + m.nbytes + de.nbytes
+    down = y.nbytes + gradw.nbytes + enc_d.nbytes
+    return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
+
+
+def run_old(x: dict, bits: int) -> dict:
+    """The previous implementation: one ciphertext per value, ``combine`` per output, ``r^n``."""
+    party, server = paillier.generate_keys(bits), paillier.generate_keys(bits)
+    pk, sk = party.public, server.public
+    big_g, w_t, eps, d = (sl.encode(x[k]) for k in ("g", "w", "eps", "delta"))
+    w_t = sl.encode(x["w"] + x["eps"])
+    rows, e = big_g.shape
+    width, clock = w_t.shape[0], Clock()
+
+    def masked(key, cts, coeffs, plain):  # Enc(sum coeffs m + plain), re-randomised (r^n)
+        return key.rerandomize(key.combine(cts, [int(v) for v in coeffs], int(plain)))
+
+    cts = clock("1", lambda: [[party.encrypt(int(v)) for v in row] for row in big_g])
+    e_s = sl.mask((rows, width))
+    y = clock("2", lambda: [[masked(pk, cts[i], w_t[k], e_s[i, k]) for k in range(width)]
+                            for i in range(rows)])  # fmt: skip
+    plain = clock("3", lambda: [[party.decrypt_signed(c) for c in row] for row in y])
+    z = sl.decode2(np.array(plain, dtype=object) - big_g.dot(eps.T) - e_s)
+    big_r = sl.mask((width, e))
+
+    def step5():
+        cols = [[cts[i][j] for i in range(rows)] for j in range(e)]
+        gw = [[masked(pk, cols[j], d[:, k], big_r[k, j]) for j in range(e)] for k in range(width)]
+        return gw, [[server.encrypt(int(v)) for v in row] for row in d]
+
+    gw, enc_d = clock("5", step5)
+    r = sl.mask((rows, e))
+
+    def step6():
+        [[party.decrypt_signed(c) for c in row] for row in gw]
+        return [[masked(sk, enc_d[i], eps[:, j], r[i, j]) for j in range(e)] for i in range(rows)]
+
+    de = clock("6", step6)
+    plain = clock("7", lambda: [[server.decrypt_signed(c) for c in row] for row in de])
+    grad = sl.decode2(d.dot(w_t) - np.array(plain, dtype=object) + r)
+    return {"steps": clock.seconds, **check(x, z, grad)}
+
+
+def per_epoch(steps: dict, eval_s: float, args) -> dict:
+    server = sum(steps[s] for s in SERVER)
+    party = sum(steps[s] for s in PARTY)
+    step = args.parties * server + party
+    count = math.ceil(args.n_train / args.batch)
+    return {
+        "step_s": step,
+        "server_s": server,
+        "party_s": party,
+        "steps": count,
+        "eval_s": eval_s,
+        "epoch_s": count * step + eval_s,
+    }
+
+
+def eval_forward(x_eval: dict, args, workers: int | None) -> float:
+    """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once)."""
+    party = sl.make_cipher("paillier", args.key_bits, workers)
+    paillier.djn_table(party.public.n)
+    g, w_tilde, eps = x_eval["g"], x_eval["w"] + x_eval["eps"], x_eval["eps"]
+    clock = Clock()
+    (wire,) = clock("1", sl.party_encrypt, party, g, False)
+    y, _ = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, len(g)))
+    clock("3", sl.party_forward, party, y, g, eps)
+    s = clock.seconds
+    return args.parties * s["2"] + s["1"] + s["3"]
+
+
+def show(name: str, result: dict) -> None:
+    steps = "  ".join(f"{k}: {v:6.2f}" for k, v in sorted(result["steps"].items()))
+    epoch = result["epoch"]
+    print(
+        f"{name:<22} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
+        f"per party, party {epoch['party_s']:.2f})  epoch {epoch['epoch_s'] / 60:7.1f} min"
+        f"  |z err| {result['z_error']:.1e}  |dg err| {result['grad_error']:.1e}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--e", type=int, default=16, help="embedding width of the party")
+    parser.add_argument("--width", type=int, default=32, help="interactive layer's output")
+    parser.add_argument("--parties", type=int, default=2)
+    parser.add_argument("--n-train", type=int, default=2600)
+    parser.add_argument("--eval-rows", type=int, default=1000, help="validation + test rows")
+    parser.add_argument("--workers", type=int, default=None, help="default: every CPU")
+    parser.add_argument("--old-batch", type=int, default=None, help="old path on fewer rows")
+    parser.add_argument("--out", default=None, help="JSON file for every number")
+    args = parser.parse_args()
+    print(f"cpus {os.cpu_count()}, load average {np.round(os.getloadavg(), 2).tolist()}")
+    x = problem(args.batch, args.e, args.width)
+    x_eval = problem(args.eval_rows, args.e, args.width, seed=2)
+    eval_new = eval_forward(x_eval, args, args.workers)
+    results = {}
+    for name, workers, randomness in (
+        ("new", args.workers, "djn"),
+        ("new, 1 worker", 1, "djn"),
+        ("new, r^n randomness", args.workers, "full"),
+    ):
+        results[name] = run_new(x, args.key_bits, workers, randomness)
+    old_batch = args.old_batch or args.batch
+    old = run_old(problem(old_batch, args.e, args.width), args.key_bits)
+    scale = args.batch / old_batch  # every cost of the old path is linear in the batch
+    old["steps"] = {k: v * scale for k, v in old["steps"].items()}
+    for result in results.values():
+        result["epoch"] = per_epoch(result["steps"], eval_new, args)
+    s = old["steps"]  # the old evaluation forward: linear in the rows, extrapolated
+    old_eval = (args.parties * s["2"] + s["1"] + s["3"]) / args.batch * args.eval_rows
+    old["epoch"] = per_epoch(old["steps"], old_eval, args)
+    results["old"] = old
+    print(
+        f"{args.key_bits}-bit keys, B = {args.batch}, e = {args.e}, width = {args.width}, "
+        f"{args.parties} parties, N_train = {args.n_train}, {args.eval_rows} evaluation rows"
+    )
+    for name, result in results.items():
+        show(name, result)
+    ratio = old["epoch"]["step_s"] / results["new"]["epoch"]["step_s"]
+    print(f"old / new per step: {ratio:.0f}x; new: {results['new']['mb_up']:.3f} MB up, "
+          f"{results['new']['mb_down']:.3f} MB down per step and party")  # fmt: skip
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        record = {"results": results, "ratio": ratio, "args": vars(args)}
+        Path(args.out).write_text(json.dumps(record, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()
