@@ -79,19 +79,21 @@ def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
     rng = np.random.default_rng(1)
     wire, wire_t = clock("1", sl.party_encrypt, party, g)
     y, e_s = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, rows))
-    z = sl.server_z(clock("3", sl.party_forward, party, y, g, eps), e_s)
+    z_wire = clock("3", sl.party_forward, party, y, g, eps)
+    z = sl.server_z(z_wire, e_s)
     gradw, enc_d, big_r, dw = clock(
         "5", lambda: sl.server_backward(party, server, party.from_wire(wire_t), delta, w_tilde)
     )
     m, de, r, _ = clock("6", sl.party_backward, party, server, gradw, enc_d, eps, 0.0, rng, rows)
     sl.server_weight_gradient(m, big_r)
-    grad = sl.party_gradient(clock("7", sl.server_embedding_gradient, server, de, dw), r)
-    up = wire.nbytes + wire_t.nbytes + y.nbytes + m.nbytes + de.nbytes
-    down = y.nbytes + gradw.nbytes + enc_d.nbytes
+    grad_wire = clock("7", sl.server_embedding_gradient, server, de, dw)
+    grad = sl.party_gradient(grad_wire, r)
+    up = sum(a.nbytes for a in (wire, wire_t, z_wire, m, de))
+    down = sum(a.nbytes for a in (y, gradw, enc_d, grad_wire))
     return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
 
 
-def run_old(x: dict, bits: int) -> dict:
+def run_old(x: dict, bits: int, batch: int) -> dict:
     """The previous implementation: one ciphertext per value, ``combine`` per output, ``r^n``."""
     party, server = paillier.generate_keys(bits), paillier.generate_keys(bits)
     pk, sk = party.public, server.public
@@ -126,7 +128,10 @@ def run_old(x: dict, bits: int) -> dict:
     de = clock("6", step6)
     plain = clock("7", lambda: [[server.decrypt_signed(c) for c in row] for row in de])
     grad = sl.decode2(d.dot(w_t) - np.array(plain, dtype=object) + r)
-    return {"steps": clock.seconds, **check(x, z, grad)}
+    nbytes, wire = pk.nbytes, sl.WIRE  # one ciphertext per value, for a full batch
+    up = 2 * batch * e * nbytes + (batch * width + width * e) * wire
+    down = (2 * batch * width + width * e) * nbytes + batch * e * wire
+    return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
 
 
 def per_epoch(steps: dict, eval_s: float, args) -> dict:
@@ -144,9 +149,9 @@ def per_epoch(steps: dict, eval_s: float, args) -> dict:
     }
 
 
-def eval_forward(x_eval: dict, args, workers: int | None) -> float:
+def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> float:
     """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once)."""
-    party = sl.make_cipher("paillier", args.key_bits, workers)
+    party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
     paillier.djn_table(party.public.n)
     g, w_tilde, eps = x_eval["g"], x_eval["w"] + x_eval["eps"], x_eval["eps"]
     clock = Clock()
@@ -163,7 +168,8 @@ def show(name: str, result: dict) -> None:
     print(
         f"{name:<22} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
         f"per party, party {epoch['party_s']:.2f})  epoch {epoch['epoch_s'] / 60:7.1f} min"
-        f"  |z err| {result['z_error']:.1e}  |dg err| {result['grad_error']:.1e}"
+        f" (eval {epoch['eval_s']:.1f} s)  |z err| {result['z_error']:.1e}"
+        f"  |dg err| {result['grad_error']:.1e}"
     )
 
 
@@ -183,7 +189,6 @@ def main() -> None:
     print(f"cpus {os.cpu_count()}, load average {np.round(os.getloadavg(), 2).tolist()}")
     x = problem(args.batch, args.e, args.width)
     x_eval = problem(args.eval_rows, args.e, args.width, seed=2)
-    eval_new = eval_forward(x_eval, args, args.workers)
     results = {}
     for name, workers, randomness in (
         ("new", args.workers, "djn"),
@@ -191,25 +196,28 @@ def main() -> None:
         ("new, r^n randomness", args.workers, "full"),
     ):
         results[name] = run_new(x, args.key_bits, workers, randomness)
+        eval_s = eval_forward(x_eval, args, workers, randomness)
+        results[name]["epoch"] = per_epoch(results[name]["steps"], eval_s, args)
     old_batch = args.old_batch or args.batch
-    old = run_old(problem(old_batch, args.e, args.width), args.key_bits)
+    old = run_old(problem(old_batch, args.e, args.width), args.key_bits, args.batch)
     scale = args.batch / old_batch  # every cost of the old path is linear in the batch
     old["steps"] = {k: v * scale for k, v in old["steps"].items()}
-    for result in results.values():
-        result["epoch"] = per_epoch(result["steps"], eval_new, args)
     s = old["steps"]  # the old evaluation forward: linear in the rows, extrapolated
     old_eval = (args.parties * s["2"] + s["1"] + s["3"]) / args.batch * args.eval_rows
     old["epoch"] = per_epoch(old["steps"], old_eval, args)
     results["old"] = old
     print(
         f"{args.key_bits}-bit keys, B = {args.batch}, e = {args.e}, width = {args.width}, "
-        f"{args.parties} parties, N_train = {args.n_train}, {args.eval_rows} evaluation rows"
+        f"{args.parties} parties, N_train = {args.n_train}, {args.eval_rows} evaluation rows "
+        f"(per epoch: {results['old']['epoch']['steps']} steps + the evaluation forward)"
     )
     for name, result in results.items():
         show(name, result)
     ratio = old["epoch"]["step_s"] / results["new"]["epoch"]["step_s"]
-    print(f"old / new per step: {ratio:.0f}x; new: {results['new']['mb_up']:.3f} MB up, "
-          f"{results['new']['mb_down']:.3f} MB down per step and party")  # fmt: skip
+    print(f"old / new per step: {ratio:.0f}x")
+    for name in ("new", "old"):
+        mb = results[name]
+        print(f"{name}: {mb['mb_up']:.3f} MB up, {mb['mb_down']:.3f} MB down per step and party")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         record = {"results": results, "ratio": ratio, "args": vars(args)}

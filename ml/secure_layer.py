@@ -34,6 +34,15 @@ statistical: uniform integers ``MASK_BITS`` bits wide, 56 bits above the masked 
 ``plaintext`` mode runs the same integer protocol with identity "encryption", so both modes
 compute the same numbers. The weight update is plain SGD (the server never sees the true
 gradient, so Adam's moments cannot be formed); the head keeps the configured optimiser.
+
+Cost (docs/secure_layer.md): several values share a plaintext (``SLOT``-bit slots, 21 at 2048
+bits), laid out so that each product is one scalar per plaintext: G travels packed along its
+rows (step 2 sums over columns) and, a second time, along its columns (step 5 sums over rows);
+``[[delta]]_s`` along rows (step 6 sums over the width). Every masked slot holds
+``value + OFFSET + mask`` in ``[0, 2^SLOT)``, so the slots never borrow from each other; the
+party and the server see exactly the masked values above, OFFSET being public. The products are
+Straus multi-exponentiations (:func:`vflfs.ml.paillier.multi_exp`), the fresh randomness is
+DJN's by default, and the work forks over ``workers`` processes.
 """
 
 from __future__ import annotations
@@ -42,11 +51,9 @@ import secrets
 from itertools import groupby
 
 import numpy as np
-import torch
 from gmpy2 import mpz
 
 from . import paillier
-from .metrics import score
 from .parallel import chunks, fork_map, resolve_workers, shared
 
 F = 20
@@ -368,30 +375,3 @@ def server_embedding_gradient(own: PlainCipher, wire: np.ndarray, dw: np.ndarray
     """Step 7: ``delta W~ - (delta eps + r)`` on the wire."""
     de = unpack_rows(own.decrypt(own.from_wire(wire)), dw.shape[0], own.slots)
     return ints_to_wire(dw - de)
-
-
-# -- the top model above the interactive layer ----------------------------------------------------
-def head_step(server, zs: list[np.ndarray], y: np.ndarray) -> tuple[float, np.ndarray]:
-    """One step of the top model above the interactive layer (its bias and head, with the
-    configured optimiser); returns the loss and ``delta = dL/dz``."""
-    model, task = server.model, server.task
-    z = torch.tensor(np.sum(zs, axis=0), device=server.device, requires_grad=True)
-    model.train()
-    server.optimizer.zero_grad(set_to_none=True)
-    out = model.head(z + model.interactive[0].bias)
-    loss = task.loss(out, task.target(y).to(server.device))
-    loss.backward()
-    server.after_backward()
-    server.optimizer.step()
-    return float(loss.detach()), z.grad.cpu().numpy()
-
-
-def head_evaluate(server, zs: list[np.ndarray], y: np.ndarray) -> tuple[float, float]:
-    model, task = server.model, server.task
-    model.eval()
-    with torch.no_grad():
-        z = torch.tensor(np.sum(zs, axis=0), device=server.device)
-        out = model.head(z + model.interactive[0].bias)
-        loss = float(task.loss(out, task.target(y).to(server.device)))
-    model.train()
-    return loss, score(task, out, y)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import torch
 
 from vflfs.federation import Federation
 from vflfs.ml import secure_layer as sl
+from vflfs.ml.metrics import score
 from vflfs.ml.top import ServerModel
 from vflfs.server_app.experiment import Experiment
 
@@ -95,7 +97,7 @@ class SecureLayer:
                 raise ValueError("strategy.secure needs training.local_steps = 1")
             zs = self.forward(wires, masks, "train", len(rows))
             t = time.perf_counter()
-            loss, delta = sl.head_step(self.server, zs, experiment.y[rows])
+            loss, delta = head_step(self.server, zs, experiment.y[rows])
             self.seconds["head"] += time.perf_counter() - t
             losses.append(loss)
             t = time.perf_counter()
@@ -135,12 +137,39 @@ class SecureLayer:
         for name, rows in experiment.eval_sets().items():
             part = [z[start : start + len(rows)] for z in zs]
             loss_key = "train_eval_loss" if name == "train" else f"{name}_loss"
-            scores[loss_key], scores[f"{name}_metric"] = sl.head_evaluate(
+            scores[loss_key], scores[f"{name}_metric"] = head_evaluate(
                 self.server, part, experiment.y[rows]
             )
             start += len(rows)
         sent = sum(int(replies[m]["eval_cipher"].nbytes) for m in parties)
         return scores, sent
+
+
+# -- the top model above the interactive layer ---------------------------------------------------
+def head_step(server, zs: list[np.ndarray], y: np.ndarray) -> tuple[float, np.ndarray]:
+    """One step of the top model above the interactive layer (its bias and head, with the
+    configured optimiser); returns the loss and ``delta = dL/dz``."""
+    model, task = server.model, server.task
+    z = torch.tensor(np.sum(zs, axis=0), device=server.device, requires_grad=True)
+    model.train()
+    server.optimizer.zero_grad(set_to_none=True)
+    out = model.head(z + model.interactive[0].bias)
+    loss = task.loss(out, task.target(y).to(server.device))
+    loss.backward()
+    server.after_backward()
+    server.optimizer.step()
+    return float(loss.detach()), z.grad.cpu().numpy()
+
+
+def head_evaluate(server, zs: list[np.ndarray], y: np.ndarray) -> tuple[float, float]:
+    model, task = server.model, server.task
+    model.eval()
+    with torch.no_grad():
+        z = torch.tensor(np.sum(zs, axis=0), device=server.device)
+        out = model.head(z + model.interactive[0].bias)
+        loss = float(task.loss(out, task.target(y).to(server.device)))
+    model.train()
+    return loss, score(task, out, y)
 
 
 def make_secure_layer(cfg, federation: Federation, experiment: Experiment, server: ServerModel):
