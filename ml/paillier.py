@@ -176,7 +176,7 @@ def djn_base(n: mpz) -> mpz:
 @lru_cache(maxsize=8)
 def djn_table(n: mpz) -> tuple[mpz, ...]:
     """``h_s^(d 256^t)`` for ``d`` in 1..255 and the ``ceil(ceil(k/2) / 8)`` bytes t of alpha
-    (~17 MB and ~0.15 s at 2048 bits; cached per key, and inherited by forked workers)."""
+    (~17 MB and ~0.2 s at 2048 bits; cached per key, and inherited by forked workers)."""
     n = mpz(n)
     n2, base = n * n, djn_base(n)
     out: list[mpz] = []
