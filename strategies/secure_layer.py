@@ -3,8 +3,9 @@
 ``none`` (default): the plain protocol of SPEC section 3. ``plaintext`` / ``paillier``: the
 interactive layer runs the split-weight protocol of :mod:`vflfs.ml.secure_layer` (its docstring
 says what each side sees). Per training batch: the ``train.secure_step`` round-trip carries
-``[[g_m]]`` up (and the last masked embedding gradients down), then one ``train.secure_forward``
-and one ``train.secure_backward`` round-trip: three round-trips per step instead of one.
+``[[g_m]]`` up (packed along rows and along columns; the last masked embedding gradients
+down), then one ``train.secure_forward`` and one ``train.secure_backward`` round-trip: three
+round-trips per step instead of one.
 Evaluation rows go through the same secure forward (``which = eval``).
 """
 
