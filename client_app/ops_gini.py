@@ -36,7 +36,11 @@ def gini_mask(session: Session, payload: Payload) -> Payload:
         session.context,
         PENDING,
         key,
-        {"kept": paillier.to_array(masked.kept, key.nbytes), "weights": masked.weights},
+        {
+            "kept": paillier.to_array(masked.kept, key.nbytes),
+            "weights": masked.weights,
+            "djn": np.asarray([int(masked.djn)], dtype=np.int64),
+        },
     )
     flat = [c for feature in masked.packed for c in feature]
     return {"packed": paillier.to_array(flat, key.nbytes, (len(masked.packed), params.chunks))}
@@ -51,7 +55,10 @@ def gini_combine(session: Session, payload: Payload) -> Payload:
         "query.gini_combine before query.gini_mask: no masked values kept",
     )
     masked = Masked(
-        packed=[], kept=paillier.from_array(pending["kept"]), weights=np.array(pending["weights"])
+        packed=[],
+        kept=paillier.from_array(pending["kept"]),
+        weights=np.array(pending["weights"]),
+        djn=bool(pending["djn"][0]),
     )
     squares = np.asarray(payload["squares"])
     if squares.shape[:2] != masked.weights.shape:

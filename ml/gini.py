@@ -89,6 +89,7 @@ class GiniParams:
     A party's masked value of bin i and class k is u_ik = n_ik + r_ik with r_ik uniform in
     [0, 2^(mask_bits + bits(N))): statistically hiding (distance <= 2^-mask_bits) and short
     enough to pack ``per_ct`` slots of ``width`` bits in one plaintext without carries.
+    ``djn``: encryptions and re-randomisations use DJN randomness (``strategy.gini.randomness``).
     """
 
     bins: int
@@ -97,8 +98,10 @@ class GiniParams:
     weight_bits: int  # F
     mask_bits: int  # statistical hiding parameter
     key_bits: int
+    djn: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "djn", bool(self.djn))
         if self.bins < 1 or self.n_classes < 2 or self.rows < 1:
             raise ValueError(f"bad Gini parameters: {self}")
         if not 8 <= self.weight_bits <= 62:

@@ -250,6 +250,39 @@ def multi_exp(key: PublicKey, tables: list, windows: int, plan_columns) -> list[
     return out
 
 
+def power_product(key: PublicKey, bases: Sequence[mpz], exponents: Sequence[int], window: int = 3):
+    """``prod_j bases[j]^exponents[j]`` for signed integer exponents, one output (Straus):
+    the squarings are shared by all bases, each base costs a table of ``2^window - 2``
+    multiplications and one per non-zero digit; the negative part costs a single inversion."""
+    pos = [(c, int(e)) for c, e in zip(bases, exponents, strict=True) if e > 0]
+    neg = [(c, -int(e)) for c, e in zip(bases, exponents, strict=True) if e < 0]
+    out = _straus(key.n2, pos, window)
+    return out * gmpy2.invert(_straus(key.n2, neg, window), key.n2) % key.n2 if neg else out
+
+
+def _straus(n2: mpz, pairs: list[tuple[mpz, int]], window: int) -> mpz:
+    if not pairs:
+        return ONE
+    mask, size = (1 << window) - 1, 1 << window
+    windows = -(-max(e.bit_length() for _, e in pairs) // window)
+    tables = []
+    for c, _ in pairs:
+        row = [ONE, c]
+        for _ in range(2, size):
+            row.append(row[-1] * c % n2)
+        tables.append(row)
+    acc = ONE
+    for w in range(windows):
+        if w:
+            acc = gmpy2.powmod(acc, size, n2)
+        shift = window * (windows - 1 - w)
+        for row, (_, e) in zip(tables, pairs, strict=True):
+            d = (e >> shift) & mask
+            if d:
+                acc = acc * row[d] % n2
+    return acc
+
+
 # -- slots: several values in one plaintext ------------------------------------------------------
 def slots_per_plaintext(key_bits: int, width: int) -> int:
     """How many ``width``-bit slots fit below n (n has ``key_bits`` bits, so n >= 2^(bits-1))."""

@@ -42,18 +42,28 @@ from .secure_scoring import (
 )
 
 log = logging.getLogger("vflfs")
+RANDOMNESS = ("djn", "full")
 
 
 @dataclass(frozen=True)
 class GiniConfig(SectionConfig):
-    """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, CPU workers."""
+    """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, randomness (``djn``:
+    short-exponent ``h_s^alpha``, DJN's assumption, see docs/secure_gini.md; ``full``: ``r^n``),
+    CPU workers."""
 
     section: ClassVar[str] = "gini"
     bins: int = 10
     key_bits: int = 2048
     weight_bits: int = 52
     mask_bits: int = 40
+    randomness: str = "djn"
     workers: int | None = None  # None / 0: every CPU
+
+    def __post_init__(self) -> None:
+        if self.randomness not in RANDOMNESS:
+            raise ConfigError(
+                f"strategy.gini.randomness must be one of {RANDOMNESS}, got {self.randomness!r}"
+            )
 
 
 def secure_gini(
@@ -82,12 +92,14 @@ def secure_gini(
             weight_bits=cfg.weight_bits,
             mask_bits=cfg.mask_bits,
             key_bits=key.public.bits,
+            djn=cfg.randomness == "djn",
         )
         scores = _protocol(federation, key, params, rows, y, cfg.workers)
         log.info(
-            "secure Gini: %d features, %d-bit key, %.1f s",
+            "secure Gini: %d features, %d-bit key, %s randomness, %.1f s",
             sum(len(s) for s in scores),
             params.key_bits,
+            cfg.randomness,
             time.perf_counter() - start,
         )
     return scores
@@ -103,7 +115,9 @@ def _protocol(
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
-    packed = send_labels(federation, "query.gini_mask", key, params, rows, y, workers_cfg)
+    packed = send_labels(
+        federation, "query.gini_mask", key, params, rows, y, workers_cfg, params.djn
+    )
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
@@ -115,7 +129,7 @@ def _protocol(
         {m: {"squares": s, "workers": int(workers_cfg or 0)} for m, s in squares.items()},
     )
     scores = [
-        server_finish(key, params, paillier.from_array(replies[m]["weighted"]))
+        server_finish(key, params, paillier.from_array(replies[m]["weighted"]), workers)
         for m in range(len(replies))
     ]
     send_scores(federation, "query.gini_scores", scores)

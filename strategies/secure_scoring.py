@@ -43,7 +43,8 @@ class SectionConfig:
 
     @classmethod
     def from_cfg(cls, cfg: Mapping | DictConfig | None) -> Self:
-        """The known keys of the section (defaults for the missing), typos rejected."""
+        """The known keys of the section (defaults for the missing), typos rejected; values are
+        integers, except in fields annotated ``str``."""
         values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
         values = dict(values or {})
         known = {f.name for f in fields(cls)}
@@ -52,7 +53,13 @@ class SectionConfig:
             raise ConfigError(
                 f"unknown key(s) {unknown} in strategy.{cls.section}; known: {sorted(known)}"
             )
-        return cls(**{k: (None if v is None else int(v)) for k, v in values.items()})
+        text = {f.name for f in fields(cls) if f.type in (str, "str")}
+        return cls(
+            **{
+                k: (None if v is None else str(v) if k in text else int(v))
+                for k, v in values.items()
+            }
+        )
 
 
 def scoring_phase(federation: Federation, phase: str):
@@ -79,11 +86,13 @@ def send_labels(
     rows: np.ndarray,
     y: np.ndarray,
     workers_cfg: int | None,
+    djn: bool = False,
 ) -> list[list[list]]:
-    """The first round-trip: the one-hot labels ``[[A]]`` of ``rows``, encrypted once, go to
-    every party with ``params``; per party, per feature, the ciphertexts it packed."""
+    """The first round-trip: the one-hot labels ``[[A]]`` of ``rows``, encrypted once (with DJN
+    randomness if ``djn``), go to every party with ``params``; per party, per feature, the
+    ciphertexts it packed."""
     c = params.n_classes
-    labels = encrypt_labels(key, y, c, resolve_workers(workers_cfg))
+    labels = encrypt_labels(key, y, c, resolve_workers(workers_cfg), djn)
     replies = federation.broadcast(
         message_type,
         {

@@ -78,6 +78,16 @@ def test_secure_gini_equals_plaintext_on_madelon(madelon_run):
         assert np.ptp(plain) > 1e-4  # real differences between features, not a flat vector
 
 
+def test_full_randomness_equals_plaintext_on_madelon(data_dir):
+    cfg = compose_config(f"dataset=madelon dataset.data_dir={data_dir} split.num_parties=2")
+    federation, experiment, _ = set_up(cfg)
+    rows = experiment.splits.train[:200]
+    scores = secure_gini(federation, experiment, {"key_bits": 512, "randomness": "full"}, rows=rows)
+    y = experiment.y[rows]
+    for secure, X in zip(scores, views(experiment, rows), strict=True):
+        np.testing.assert_array_equal(secure, gini_fixed_point(X, y, 10, 2, F))
+
+
 def test_each_party_holds_only_its_own_scores(madelon_run):
     _, _, scores, recorder, _, grid, federation = madelon_run
     for node, (pid, _) in grid.contexts.items():
@@ -108,7 +118,9 @@ def test_parties_receive_only_ciphertexts_and_their_scores(madelon_run):
                 np.testing.assert_array_equal(value, scores[party])
             else:
                 assert name == "public_key" or name.startswith("gini_") or name == "workers", name
-    labels = next(p["labels"] for _, op, p in down if op == "query.gini_mask")
+    first = next(p for _, op, p in down if op == "query.gini_mask")
+    assert first["gini_djn"] == 1  # DJN randomness by default, on both sides
+    labels = first["labels"]
     cts = paillier.from_array(labels)
     assert len(set(cts)) == len(cts) == len(y)  # two plaintext values, all ciphertexts distinct
     assert [int(key.decrypt(c)) for c in cts] == (y == 0).astype(int).tolist()
@@ -145,22 +157,77 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
             np.testing.assert_allclose(G, scores[party], rtol=0, atol=1e-15)
 
 
-def test_rerandomisation_hides_which_ciphertexts_were_summed():
+@pytest.mark.parametrize("djn", [True, False])
+def test_rerandomisation_hides_which_ciphertexts_were_summed(djn):
     key = paillier.generate_keys(512)
     y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
-    params = GiniParams(bins=2, n_classes=2, rows=8, weight_bits=F, mask_bits=40, key_bits=512)
-    labels = gs.encrypt_labels(key, y, 2, workers=1)
+    params = GiniParams(2, 2, 8, F, 40, 512, djn)
+    labels = gs.encrypt_labels(key, y, 2, workers=1, djn=djn)
     bins_of = np.array([0, 0, 1, 1, 1, 0, 1, 1])
     masks = [5, 6, 7, 8]
     args = (bins_of, [labels], [key.public.product(labels)], key.public, params, masks)
-    first, second = gs.mask_feature(*args)[0], gs.mask_feature(*args)[0]
+    first, second = gs.mask_feature(*args), gs.mask_feature(*args)
     counts, _ = gs.encrypted_counts(bins_of, [labels], [key.public.product(labels)], key.public, 2)
     bare = paillier.pack(key.public, [c for row in counts for c in row], params.width)
     bare = bare * key.public.plain(paillier.pack_plain(masks, params.width)) % key.public.n2
-    assert first != second and first[0] != bare and second[0] != bare
-    assert key.decrypt(first[0]) == key.decrypt(second[0]) == key.decrypt(bare)
-    c = key.encrypt(3)
-    assert key.public.rerandomize(c) != key.public.rerandomize(c)
+    assert first[0] != second[0] and bare not in (first[0][0], second[0][0])
+    assert key.decrypt(first[0][0]) == key.decrypt(second[0][0]) == key.decrypt(bare)
+    assert first[1] == second[1]  # the kept term is the party's own, not re-randomised
+    # step 4: the weighted sums the party returns are re-randomised too
+    masked = gs.Masked([first[0]], [first[1]], np.asarray([first[2]]), djn)
+    squares = gs.server_square(key, params, masked.packed, 1)
+    again = [gs.party_combine(key.public, masked, squares, 1)[0] for _ in range(2)]
+    bare_q = key.public.combine(squares[0], first[2]) * first[1] % key.public.n2
+    assert again[0] != again[1] and bare_q not in again
+    assert key.decrypt(again[0]) == key.decrypt(again[1]) == key.decrypt(bare_q)
+    G = gs.server_finish(key, params, again)
+    np.testing.assert_array_equal(G, gini_fixed_point(bins_of[:, None], y, 2, 2, F).repeat(2))
+
+
+@pytest.mark.parametrize("djn", [True, False])
+def test_randomness_setting_is_followed_by_both_sides(djn, monkeypatch):
+    """``djn``: every encryption and re-randomisation draws h_s^alpha (no r^n); ``full``: the
+    server's CRT r^n and the party's r^n (no DJN obfuscator): the party follows the server."""
+    calls = {"djn": 0, "full": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(
+        paillier.PublicKey,
+        "djn_obfuscator",
+        counted("djn", paillier.PublicKey.djn_obfuscator),
+    )
+    for cls in (paillier.PublicKey, paillier.PrivateKey):
+        monkeypatch.setattr(cls, "obfuscator", counted("full", cls.obfuscator))
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(40, 3)), rng.integers(0, 3, 40)
+    key = paillier.generate_keys(512)
+    params = GiniParams(4, 3, 40, F, 40, 512, djn)
+    masked = gs.party_mask(X, gs.encrypt_labels(key, y, 3, 1, djn), key.public, params, 1)
+    squares = gs.server_square(key, params, masked.packed, 1)
+    G = gs.server_finish(key, params, gs.party_combine(key.public, masked, squares, 1))
+    np.testing.assert_array_equal(G, gini_fixed_point(X, y, 4, 3, F))
+    # labels 40 x 2, one packed ciphertext per feature, 4 squares and one [[Q]] per feature
+    expected = 40 * 2 + 3 * (params.chunks + 4 + 1)
+    assert calls == ({"djn": expected, "full": 0} if djn else {"djn": 0, "full": expected})
+
+
+def test_power_product_equals_combine():
+    key = paillier.generate_keys(512)
+    cts = [key.encrypt(v) for v in range(1, 8)]
+    rng = np.random.default_rng(0)
+    for bits in (1, 22, 102):
+        coeffs = [int(v) for v in rng.integers(-(2**20), 2**20, 7)]
+        coeffs = [v << (bits - 21) if bits > 21 else v % 2 for v in coeffs]
+        expected = key.public.combine(cts, coeffs)
+        assert paillier.power_product(key.public, cts, coeffs) == expected
+        assert key.decrypt_signed(expected) == sum(c * (j + 1) for j, c in enumerate(coeffs))
+    assert paillier.power_product(key.public, cts, [0] * 7) == 1
 
 
 def test_raw_ciphertexts_are_phe_ciphertexts():
@@ -179,22 +246,21 @@ def test_raw_ciphertexts_are_phe_ciphertexts():
     assert back == cts and key.public.nbytes == 128
 
 
-@pytest.mark.parametrize("n_classes, workers", [(3, 2), (4, 1)])
-def test_many_classes_and_chunked_slots(n_classes, workers):
+@pytest.mark.parametrize("n_classes, workers, djn", [(3, 2, True), (4, 1, True), (3, 2, False)])
+def test_many_classes_and_chunked_slots(n_classes, workers, djn):
     """c > 2 (derived last class, several ciphertexts per feature), forked or not."""
     rng = np.random.default_rng(n_classes)
     X, y = rng.normal(size=(120, 5)), rng.integers(0, n_classes, 120)
     X[:, 0] += y
     X[:, 4] = 2.0  # constant: every row in bin 0
     key = paillier.generate_keys(512)
-    params = GiniParams(10, n_classes, 120, F, 40, 512)
+    params = GiniParams(10, n_classes, 120, F, 40, 512, djn)
     assert params.chunks >= 3
-    masked = gs.party_mask(
-        X, gs.encrypt_labels(key, y, n_classes, workers), key.public, params, workers
-    )
+    labels = gs.encrypt_labels(key, y, n_classes, workers, djn)
+    masked = gs.party_mask(X, labels, key.public, params, workers)
     squares = gs.server_square(key, params, masked.packed, workers)
     weighted = gs.party_combine(key.public, masked, squares, workers)
-    G = gs.server_finish(key, params, weighted)
+    G = gs.server_finish(key, params, weighted, workers)
     np.testing.assert_array_equal(G, gini_fixed_point(X, y, 10, n_classes, F))
     assert G[0] == G.min()
 
@@ -222,3 +288,5 @@ def test_bad_gini_config_is_named(tmp_path):
         secure_gini(federation, Experiment.from_config(cfg), {"key_bits": 512})
     with pytest.raises(ConfigError, match="bins_typo"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"bins_typo": 3})
+    with pytest.raises(ConfigError, match="randomness"):
+        secure_gini(federation, Experiment.from_config(compose_config()), {"randomness": "r^n"})
