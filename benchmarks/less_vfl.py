@@ -35,7 +35,7 @@ from vflfs.runtime.config import CONF_DIR, compose_config
 from vflfs.runtime.results import is_complete
 from vflfs.server_app.run import run_experiment
 
-# The tuning grid (a subset of the official one, SPEC section 5). LESS-VFL's runs stop 6 epochs
+# The tuning grid (a subset of the official one, spec section 5). LESS-VFL's runs stop 6 epochs
 # after selection; local lasso uses LESS-VFL's pre-training and lambda_m (as the official
 # choices for Phishing and SYLVA did); group lasso runs the experiment's full length.
 GRID = {

@@ -1,6 +1,6 @@
 """How fast is the secure Gini phase? vflfs against a naive per-element ``phe`` implementation.
 
-MADELON size (SPEC section 4's reference point): 2600 rows, 500 features over 2 parties, 2
+MADELON size (spec section 4's reference point): 2600 rows, 500 features over 2 parties, 2
 classes, 10 bins, 2048-bit key; ``--rows 160 --features 10000`` gives a many-feature case
 (synthetic; ``--dataset arcene --data-dir DIR`` the real one). Measured in one run:
 
@@ -10,7 +10,7 @@ classes, 10 bins, 2048-bit key; ``--rows 160 --features 10000`` gives a many-fea
             re-randomised plaintexts, Straus products, both cores (fork pools); once with DJN
             randomness (``strategy.gini.randomness: djn``, the default) and once with ``full``
             (``r^n``), under the same key (keygen timed apart).
-(b) naive   Algorithm 1 as SPEC 4 writes it with ``phe`` objects, one operation per element:
+(b) naive   Algorithm 1 as spec section 4 writes it with ``phe`` objects, one operation per element:
             ``phe`` encryption of the one-hot labels (N x c, once), per feature, bin and class
             [[n_ik]] by additions, [[u]] = [[n]] + r re-randomised, the server decrypts and
             returns [[u^2]], the party forms [[n^2]] = [[u^2]] - 2 r [[u]] + r^2, weighs bins and
@@ -63,7 +63,7 @@ def setting(args):
     federation = Federation(LocalGrid(client_app, 2), 2)
     federation.connect()
     VFL(cfg).configure(federation, experiment)
-    rows = np.arange(min(args.rows or len(experiment.y), len(experiment.y)))  # SPEC 4: all
+    rows = np.arange(min(args.rows or len(experiment.y), len(experiment.y)))  # spec section 4: all
     train = experiment.splits.train
     views = [party_data(experiment.party_spec(m)["data"], train).X[rows] for m in range(2)]
     return federation, experiment, rows, views
@@ -91,7 +91,7 @@ def run_secure(federation, experiment, rows, key, randomness: str):
 
 
 def naive_feature(pk, sk, labels, bins_of: np.ndarray, n_classes: int) -> float:
-    """One feature by SPEC 4's steps with ``phe`` objects; returns G (server side)."""
+    """One feature by spec section 4's steps with ``phe`` objects; returns G (server side)."""
     sizes = np.bincount(bins_of, minlength=BINS)
     total = None
     for i in range(BINS):
@@ -148,7 +148,7 @@ def report(secure: dict, naive: dict | None) -> None:
     print(
         f"    full / djn = {full['seconds'] / djn['seconds']:.2f}x wall, "
         f"{full['cpu_seconds'] / djn['cpu_seconds']:.2f}x CPU (target <= {TARGET_S:.0f} s at "
-        f"MADELON size; SPEC 4: ~{SPEC_PACKED_S:.0f} s packed gmpy2, ~{SPEC_PHE_S:.0f} s phe)"
+        f"MADELON size; spec 4: ~{SPEC_PACKED_S:.0f} s packed gmpy2, ~{SPEC_PHE_S:.0f} s phe)"
     )
     if naive:
         print(

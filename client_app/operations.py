@@ -1,4 +1,4 @@
-"""The core party operations of the VFL protocol (SPEC section 3)."""
+"""The core party operations of the VFL protocol (spec section 3)."""
 
 from __future__ import annotations
 

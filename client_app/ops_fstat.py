@@ -1,4 +1,4 @@
-"""Party operations of the secure F-statistic phase (the SFFS-style filter; SPEC section 6).
+"""Party operations of the secure F-statistic phase (the SFFS-style filter; spec section 6).
 
 ``query.fstat_mask`` (class sums of the party's quantised features under the server's key,
 masked, packed, re-randomised), ``query.fstat_combine`` (turn the server's replies into

@@ -1,4 +1,4 @@
-"""Party operations of the secure Gini phase (FedSDG-FS Algorithm 1; SPEC section 4).
+"""Party operations of the secure Gini phase (FedSDG-FS Algorithm 1; spec section 4).
 
 Three messages, in order: ``query.gini_mask`` (bin, sum [[A]] per bin, mask, pack, re-randomise),
 ``query.gini_combine`` (turn the server's [[sum_k u_ik^2]] into [[sum_i w_i sum_k n_ik^2]]) and

@@ -1,7 +1,7 @@
 """Party operations of the group-lasso strategies (LESS-VFL, local lasso, group lasso).
 
 Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
-Federated Learning", ICML (Algorithm 1; SPEC section 5).
+Federated Learning", ICML (Algorithm 1; spec section 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Party operations of the secure interactive layer (SPEC section 4; :mod:`vflfs.ml.secure_layer`).
+"""Party operations of the secure interactive layer (spec section 4; :mod:`vflfs.ml.secure_layer`).
 
 ``train.secure_setup`` makes the party's key pair and its share ``eps`` of the interactive
 weights; ``train.secure_step`` is ``train.step`` with encrypted embeddings up and masked

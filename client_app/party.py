@@ -1,7 +1,7 @@
 """One party's learning state and maths: its data view, bottom model and optimiser.
 
 The party never sees labels: it turns rows of its own columns into embeddings, and applies
-the gradients the server returns for them (SPEC section 3).
+the gradients the server returns for them (spec section 3).
 """
 
 from __future__ import annotations

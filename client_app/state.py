@@ -3,7 +3,7 @@
 ``context.state`` is the source of truth: it is correct with several Ray actors and with a
 fresh process per message. The cache keeps the live :class:`Party` of this process and is used
 only when its version equals the version stored in ``context.state``; otherwise the party is
-rebuilt from ``context.state`` (SPEC section 3).
+rebuilt from ``context.state`` (spec section 3).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The local stages of LESS-VFL: proximal SGD with a group lasso, no communication.
 
 Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
-Federated Learning", ICML, Algorithm 1 (SPEC section 5):
+Federated Learning", ICML, Algorithm 1 (spec section 5):
 
 * stage 2 (:func:`select_components`, at the server): train the top model on the parties' cached
   stage-1 embeddings with proximal SGD, the groups being its input columns (one per embedding

@@ -3,7 +3,7 @@
 Paillier (1999) with g = n + 1: Enc(m) = (1 + m n) r^n mod n^2. The ciphertexts are exactly
 python-paillier's (``phe``) raw ones, and keys come from ``phe``'s generator (primes from the
 system's CSPRNG). Every value is an integer mod n: no ``phe`` floats, whose exponent travels in
-the clear (SPEC section 4). Speed-ups over per-element ``phe`` objects:
+the clear (spec section 4). Speed-ups over per-element ``phe`` objects:
 
 - the key owner makes obfuscators r^n mod n^2 by CRT: r^n mod p^2 depends only on r mod p and is
   uniform on the order-(p - 1) subgroup of Z_{p^2}^*, which is {x^p : x in Z_{p^2}^*}, so x^p mod

@@ -28,7 +28,7 @@ def _gate(n: int, spec: dict | None) -> GaussianGate | None:
 
 
 class PartyModel(nn.Module):
-    """Bottom model h_m with the gates FedSDG-FS puts around it (SPEC section 4)."""
+    """Bottom model h_m with the gates FedSDG-FS puts around it (spec section 4)."""
 
     def __init__(
         self,

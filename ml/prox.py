@@ -1,4 +1,4 @@
-"""Proximal operator of the group lasso on the input columns of a linear layer (SPEC 5).
+"""Proximal operator of the group lasso on the input columns of a linear layer (spec section 5).
 
 Group j is column ``weight[:, j]`` (all weights leaving input j):
 w_j <- max(0, 1 - tau / ||w_j||) w_j with tau = lambda * lr, applied after each optimiser step.

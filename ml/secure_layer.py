@@ -1,4 +1,4 @@
-"""The maths of the secure interactive layer (SPEC section 4, FedSDG-FS Algorithms 2-3).
+"""The maths of the secure interactive layer (spec section 4, FedSDG-FS Algorithms 2-3).
 
 The well-known secure interactive layer (Zhang et al. 2020; FATE's "interactive layer"). The
 interactive weight of party m (``width x e``, ``z_m = g_m W_m^T``) is split additively:

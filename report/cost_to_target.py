@@ -1,4 +1,4 @@
-"""Communication cost to reach a target (LESS-VFL's Table 2 criterion; SPEC section 7).
+"""Communication cost to reach a target (LESS-VFL's Table 2 criterion; spec section 7).
 
 Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
 Federated Learning", ICML, Section 5: the MB communicated until the test accuracy is at least

@@ -1,4 +1,4 @@
-"""Published figures to print beside ours (SPEC section 8), as data.
+"""Published figures to print beside ours (spec section 8), as data.
 
 ``fedsdg_table3``: FedSDG-FS Table III (2 parties; test accuracy / ratio of selected features),
 every column; the columns with a vflfs equivalent are mapped to our strategy names.
@@ -70,7 +70,7 @@ HELDOUT_COLUMNS = (
     PublishedColumn("split model, all features", "vfl"),
     PublishedColumn("held-out ceiling", None),
 )
-# (split model all features %, best ceiling %, the ceiling as SPEC section 8 words it).
+# (split model all features %, best ceiling %, the ceiling as spec section 8 words it).
 HELDOUT: dict[str, tuple[float, float, str]] = {
     "MADELON": (
         57.1,
@@ -96,7 +96,7 @@ def _table3() -> PublishedTable:
         key="fedsdg_table3",
         label="paper",
         source="the FedSDG-FS paper, Table III: 2 parties; test accuracy % / ratio of "
-        "selected features (SPEC section 8 cautions these look like training-row accuracy)",
+        "selected features (spec section 8 cautions these look like training-row accuracy)",
         metric="accuracy",
         columns=TABLE3_COLUMNS,
         values=values,
@@ -115,7 +115,7 @@ def _heldout() -> PublishedTable:
     return PublishedTable(
         key="heldout_reference",
         label="held-out ref",
-        source="SPEC section 8: centralised reference with the paper's protocol scored on "
+        source="spec section 8: centralised reference with the paper's protocol scored on "
         "held-out test rows (min-max scaling, stratified 50/50 split, 3 seeds; split model = "
         "two halves, [8, 8] -> 8 bottoms, linear top, 40 epochs)",
         metric="accuracy",

@@ -1,4 +1,4 @@
-"""K-fold cross-validation: the same parties, one strategy run per fold (SPEC section 1).
+"""K-fold cross-validation: the same parties, one strategy run per fold (spec section 1).
 
 Folds re-split the sample indices (seeded, stratified for classification); each fold's
 training rows are sent to the parties in a fresh setup, so scaling is refitted per fold.

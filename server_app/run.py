@@ -47,7 +47,7 @@ def run_experiment(
     """Check the config, train with its strategy over ``grid``, write the output folder.
 
     With ``cv.folds = k > 1`` the strategy runs once per fold over the same parties, and
-    ``results.json`` holds the mean and standard deviation over folds (SPEC section 1).
+    ``results.json`` holds the mean and standard deviation over folds (spec section 1).
     """
     out_dir = Path(out_dir)
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""F-statistic filter (SPEC section 6): SFFS-style ANOVA F under encryption, keep the best.
+"""F-statistic filter (spec section 6): SFFS-style ANOVA F under encryption, keep the best.
 
 The SFFS baseline of Li et al. 2023, "FedSDG-FS: Efficient and Secure Feature Selection for
 Vertical Federated Learning", INFOCOM (Sec. VI): every feature scored by its one-way ANOVA

@@ -1,7 +1,7 @@
 """Secure Gini importance of every party's features: FedSDG-FS Algorithm 1 as a protocol phase.
 
 Li et al. 2023, "FedSDG-FS: Efficient and Secure Feature Selection for Vertical Federated
-Learning", INFOCOM, Algorithm 1, with Erkin et al.'s masked squaring (PETS 2009); SPEC section 4.
+Learning", INFOCOM, Algorithm 1, with Erkin et al.'s masked squaring (PETS 2009); spec section 4.
 The server makes a Paillier key pair and encrypts the one-hot labels of the training rows once;
 each party bins its features, sums the encrypted labels per bin (additions only), masks and packs
 the counts; the server squares what it decrypts (masked values only) and returns [[sum_k u^2]] per

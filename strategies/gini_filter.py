@@ -1,4 +1,4 @@
-"""Gini filter (SPEC section 6): keep the best fraction of features by secure Gini, then train.
+"""Gini filter (spec section 6): keep the best fraction of features by secure Gini, then train.
 
 FedSDG-FS's "FedSDG-FS-gini" filter baseline (Li et al. 2023, "FedSDG-FS: Efficient and Secure
 Feature Selection for Vertical Federated Learning", INFOCOM, Sec. VI and Fig. 5, where it is

@@ -1,7 +1,7 @@
 """Group lasso: standard VFL with proximal SGD on every input layer (LESS-VFL's baseline).
 
 Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
-Federated Learning", ICML (Eq. 2 and Section 5, "Group Lasso"; SPEC section 5): every step,
+Federated Learning", ICML (Eq. 2 and Section 5, "Group Lasso"; spec section 5): every step,
 after the optimiser step, each party applies the group-lasso prox to its input-layer columns
 (tau = ``strategy.lam`` x ``strategy.lr``) and the server to its input columns (tau =
 ``strategy.lam_server`` x ``strategy.lr``), with SGD at ``strategy.lr`` (the official code's

@@ -1,9 +1,9 @@
 """LESS-VFL: pre-training, embedding component selection, local feature selection.
 
 Castiglia, Zhou, Wang, Kadhe, Baracaldo and Patterson, "LESS-VFL: Communication-Efficient
-Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; SPEC section 5).
+Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec section 5).
 
-1. Stage 1: standard VFL (SPEC section 3) for ``strategy.pretrain_epochs`` epochs.
+1. Stage 1: standard VFL (spec section 3) for ``strategy.pretrain_epochs`` epochs.
 2. Stage 2 (phase ``stage2``): every party uploads its embeddings of all training rows once;
    the server trains its model on these cached embeddings with proximal SGD, a group lasso on
    its input columns, and tells each party only its own significant component set K_m. That

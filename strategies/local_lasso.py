@@ -1,7 +1,7 @@
 """Local lasso: LESS-VFL without embedding component selection (its ablation baseline).
 
 Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
-Federated Learning", ICML (Section 5, "Local Lasso"; SPEC section 5): pre-training, then
+Federated Learning", ICML (Section 5, "Local Lasso"; spec section 5): pre-training, then
 stage 3 with K_m = every embedding component (no upload of embeddings, no server selection),
 then standard VFL on the kept features.
 """

@@ -1,4 +1,4 @@
-"""Random selection (SPEC section 6): keep a seeded random fraction of features, then train.
+"""Random selection (spec section 6): keep a seeded random fraction of features, then train.
 
 The "random FS" baseline of Li et al. 2023, "FedSDG-FS: Efficient and Secure Feature Selection
 for Vertical Federated Learning", INFOCOM (Sec. VI, Fig. 5). The server draws the subset from

@@ -1,6 +1,6 @@
 """The server's message flow of the secure interactive layer (``strategy.secure``).
 
-``none`` (default): the plain protocol of SPEC section 3. ``plaintext`` / ``paillier``: the
+``none`` (default): the plain protocol of spec section 3. ``plaintext`` / ``paillier``: the
 interactive layer runs the split-weight protocol of :mod:`vflfs.ml.secure_layer` (its docstring
 says what each side sees). Per training batch: the ``train.secure_step`` round-trip carries
 ``[[g_m]]`` up (packed along rows and along columns; the last masked embedding gradients

@@ -4,7 +4,7 @@ Yamada, Lindenbaum, Negahban and Kluger, "Feature Selection using Stochastic Gat
 applied at each party as in Li et al., "FedSDG-FS", INFOCOM 2023 (Sec. VI, original-Gate):
 every party multiplies its inputs by Gaussian stochastic gates s = clamp(mu + eps, 0, 1) and adds
 lambda * mean Phi(mu / sigma) to its loss; no importance initialisation, no embedding gates.
-A feature is selected when its evaluation gate clamp(mu, 0, 1) is open (SPEC section 4).
+A feature is selected when its evaluation gate clamp(mu, 0, 1) is open (spec section 4).
 """
 
 from __future__ import annotations

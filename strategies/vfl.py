@@ -1,6 +1,6 @@
 """Standard vertical federated learning on all features: the all-features baseline.
 
-The split-learning protocol of SPEC section 3 (as in Liu et al., "Vertical Federated Learning:
+The split-learning protocol of spec section 3 (as in Liu et al., "Vertical Federated Learning:
 Concepts, Advances and Challenges", 2024): each step the server sends batch indices, parties
 return embeddings, the server steps its top model and returns each party the gradient of the
 loss with respect to its embedding. The gradient of step t travels with the indices of step t+1.
@@ -168,7 +168,7 @@ class VFL(Strategy):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
-        """:meth:`before_training`, then epochs of the step protocol (SPEC section 3) with
+        """:meth:`before_training`, then epochs of the step protocol (spec section 3) with
         early stopping on validation."""
         self.before_training(federation, experiment, result)
         self.run_epochs(federation, experiment, result, on_epoch, 0, int(self.cfg.training.epochs))

@@ -1,4 +1,4 @@
-"""Filter baselines (SPEC section 6): Gini filter, F-statistic filter, random selection.
+"""Filter baselines (spec section 6): Gini filter, F-statistic filter, random selection.
 
 Each runs end to end over the real ClientApp (LocalGrid) on the tiny MADELON-like problem, with
 512-bit keys: the right number of features is kept, the parties' input layers shrink to them,

@@ -1,4 +1,4 @@
-"""The secure interactive layer (``strategy.secure``; SPEC section 4, Algorithms 2-3)."""
+"""The secure interactive layer (``strategy.secure``; spec section 4, Algorithms 2-3)."""
 
 from __future__ import annotations
 
