@@ -56,13 +56,16 @@ def cross_validate(
     files.write_atomic(out_dir / FOLDS, json.dumps(_fold_indices(experiments)))
     summaries, history = [], []
     for i, fold in enumerate(experiments):
+        fold_start = start if i == 0 else time.perf_counter()  # fold 0 includes the setup
         if i > 0:
             federation.traffic = Traffic()
         result = make_strategy(experiment.cfg).start(federation, fold, on_epoch=on_epoch)
-        summary = summarize(experiment.cfg, fold, federation, result, time.perf_counter() - start)
+        wall = time.perf_counter() - fold_start
+        summary = summarize(experiment.cfg, fold, federation, result, wall)
         summaries.append({k: v for k, v in summary.items() if k not in ("config", "status")})
         history += [{"fold": i, **row} for row in result.history]
     aggregate = _aggregate(summaries)
+    aggregate["wall_time_s"] = _total_wall(summaries, time.perf_counter() - start)
     aggregate["config"] = summary["config"]
     files.write_history(out_dir, history)
     files.write_results(out_dir, aggregate)
@@ -91,6 +94,16 @@ def _aggregate(summaries: list[dict]) -> dict:
     out["cv"] = cv
     out["folds"] = summaries
     return out
+
+
+def _total_wall(summaries: list[dict], total: float) -> dict:
+    """The whole run's wall time, and each phase's summed over the folds."""
+    phases: dict[str, float] = {}
+    for s in summaries:
+        for phase, seconds in s["wall_time_s"].items():
+            if phase != "total":
+                phases[phase] = phases.get(phase, 0.0) + seconds
+    return {"total": total, **phases}
 
 
 def _stats(values: list[float]) -> dict:

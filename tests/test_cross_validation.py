@@ -41,6 +41,16 @@ def test_results_hold_mean_and_std_over_folds(cv_run):
     assert [r["fold"] for r in rows] == ["0", "0", "1", "1", "2", "2"]
 
 
+def test_wall_times_are_per_fold_and_the_run_total_covers_them(cv_run):
+    _, summary = cv_run
+    folds = [f["wall_time_s"] for f in summary["folds"]]
+    total = summary["wall_time_s"]["total"]
+    # Each fold's total is its own time, not the time since the run started.
+    assert sum(f["total"] for f in folds) <= total + 1e-6
+    assert all(f["total"] >= f["training"] for f in folds)
+    assert summary["wall_time_s"]["training"] == pytest.approx(sum(f["training"] for f in folds))
+
+
 def test_folds_are_seeded(cv_run, tmp_path):
     out, _ = cv_run
     again = run_local(tiny_config("cv.folds=3 training.epochs=2"), tmp_path / "again")
