@@ -49,10 +49,19 @@ def fork_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **inp
         try:
             if workers <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
                 return [fn(t) for t in tasks]
-            with mp.get_context("fork").Pool(
+            pool = mp.get_context("fork").Pool(
                 min(workers, len(tasks)), initializer=_default_signals
-            ) as pool:
-                return pool.map(fn, tasks, chunksize=1)
+            )
+            try:
+                results = pool.map(fn, tasks, chunksize=1)
+            except BaseException:
+                pool.terminate()
+                raise
+            # Workers leave on the end-of-tasks sentinel: no signal, so a worker that has not
+            # yet dropped the parent's handlers (Flower's SIGTERM handler) cannot ignore it.
+            pool.close()
+            pool.join()
+            return results
         finally:
             _SHARED.clear()
 
