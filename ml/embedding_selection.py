@@ -17,7 +17,7 @@ tau = ``lam`` * ``prox_lr`` (the official code thresholds with lambda x the VFL 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -81,23 +81,13 @@ def select_components(
     of the top model), and the mean loss of every epoch.
     """
     model = server.model
-    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
     inputs = [torch.tensor(np.asarray(e), device=server.device) for e in embeddings]
     target = server.task.target(y).to(server.device)
-    losses: list[float] = []
-    model.train()
-    for epoch in range(p.epochs):
-        total = 0.0
-        for rows in p.batches(len(y), epoch):
-            idx = torch.as_tensor(rows, device=server.device)
-            optimizer.zero_grad(set_to_none=True)
-            loss = server.task.loss(model([x[idx] for x in inputs]), target[idx])
-            loss.backward()
-            optimizer.step()
-            for layer in server.input_layers:
-                group_lasso_prox_(layer.weight, p.tau)
-            total += float(loss.detach()) * len(rows)
-        losses.append(total / max(len(y), 1))
+
+    def loss_of(idx: torch.Tensor) -> torch.Tensor:
+        return server.task.loss(model([x[idx] for x in inputs]), target[idx])
+
+    losses = prox_sgd(model, server.input_layers, loss_of, len(y), server.device, p)
     keep = [nonzero_columns(layer.weight).cpu().numpy() for layer in server.input_layers]
     return keep, losses
 
@@ -116,18 +106,35 @@ def fit_embeddings(
         with torch.no_grad():
             input_layer.weight.zero_()
         return []
+
+    def loss_of(idx: torch.Tensor) -> torch.Tensor:
+        return ((model(X[idx]) - targets[idx]) ** 2).mean()
+
+    return prox_sgd(model, [input_layer], loss_of, len(X), X.device, p)
+
+
+def prox_sgd(
+    model: nn.Module,
+    layers: list[nn.Linear],
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    n: int,
+    device: torch.device | str,
+    p: ProxSGD,
+) -> list[float]:
+    """Proximal SGD: per batch of row positions, an SGD step on ``loss_of(rows)``, then the
+    group-lasso prox on every column of ``layers``. Returns the mean loss of every epoch."""
     optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
     losses: list[float] = []
     model.train()
     for epoch in range(p.epochs):
         total = 0.0
-        for rows in p.batches(len(X), epoch):
-            idx = torch.as_tensor(rows, device=X.device)
+        for rows in p.batches(n, epoch):
             optimizer.zero_grad(set_to_none=True)
-            loss = ((model(X[idx]) - targets[idx]) ** 2).mean()
+            loss = loss_of(torch.as_tensor(rows, device=device))
             loss.backward()
             optimizer.step()
-            group_lasso_prox_(input_layer.weight, p.tau)
+            for layer in layers:
+                group_lasso_prox_(layer.weight, p.tau)
             total += float(loss.detach()) * len(rows)
-        losses.append(total / max(len(X), 1))
+        losses.append(total / max(n, 1))
     return losses
