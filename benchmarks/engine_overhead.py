@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vflfs.client_app.data import party_data
+from vflfs.datasets import center
 from vflfs.federation import Federation
 from vflfs.federation.payload import encode
 from vflfs.ml.models import BottomSpec, TopSpec
@@ -106,7 +107,8 @@ def measure_floor(cfg: DictConfig, epochs: int, repeats: int = 5) -> dict:
     experiment = Experiment.from_config(cfg)
     train, test, y = experiment.splits.train, experiment.splits.test, experiment.y
     views = [
-        party_data(experiment.party_spec(m)["data"], train).X for m in range(experiment.num_parties)
+        center(party_data(experiment.party_spec(m)["data"], train).X, train)
+        for m in range(experiment.num_parties)
     ]
     batch = int(cfg.training.batch_size)
     _split_model(cfg, experiment, views).fit(train, y, 1, batch, experiment.seed)  # warm-up

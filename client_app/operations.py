@@ -103,3 +103,22 @@ def keep(session: Session, payload: Payload) -> Payload:
     party.keep(payload.get("features"), payload.get("components"))
     session.changed = True
     return {"features": party.features, "components": party.components}
+
+
+@OPERATIONS.operation("train.penalty")
+def penalty(session: Session, payload: Payload) -> Payload:
+    """Move to a regularisation path's next point: every gate lambda and the prox lambda are
+    the setup's values times ``scale``."""
+    party = session.party
+    scale = float(payload["scale"])
+    party.set_penalty(scale)
+    session.spec["penalty_scale"] = scale
+    session.changed = True
+    return {}
+
+
+@OPERATIONS.operation("query.selection")
+def selection(session: Session, payload: Payload) -> Payload:
+    """The features the party's model uses now, and the embedding components it sends."""
+    party = session.party
+    return {"selected": party.selected(), "components": party.open_components()}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vflfs.datasets import PartyData
+from vflfs.datasets import PartyData, center
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arrays
@@ -34,6 +34,9 @@ class PartySpec:
     threads: int | None = None
     gates: dict = field(default_factory=dict)  # {"input": {...}, "embedding": {...}}
     prox: dict | None = None  # {"lam": ..., "lr": ...}: group lasso on input columns
+    center: bool = True  # subtract the training rows' column means from the inputs
+    keep: dict = field(default_factory=dict)  # {"features": [...], "components": [...]}
+    penalty_scale: float = 1.0  # multiplies every gate lambda and the prox lambda
 
     @classmethod
     def from_dict(cls, d: dict) -> PartySpec:
@@ -47,6 +50,9 @@ class PartySpec:
             threads=d.get("threads"),
             gates=dict(d.get("gates") or {}),
             prox=d.get("prox"),
+            center=bool(d.get("center", True)),
+            keep=dict(d.get("keep") or {}),
+            penalty_scale=float(d.get("penalty_scale", 1.0)),
         )
 
 
@@ -57,13 +63,18 @@ class Party:
     use (indices into the party's full sets); removed ones are no longer computed or sent.
     """
 
-    def __init__(self, spec: PartySpec, data: PartyData) -> None:
+    def __init__(
+        self, spec: PartySpec, data: PartyData, train_rows: np.ndarray | None = None
+    ) -> None:
         self.spec = spec
         self.data = data
         if spec.threads:
             torch.set_num_threads(int(spec.threads))
         self.device = resolve_device(spec.device, spec.index)
-        self.X_all = torch.tensor(data.X, device=self.device)
+        X = data.X
+        if spec.center and train_rows is not None:
+            X = center(X, train_rows)
+        self.X_all = torch.tensor(X, device=self.device)
         bottom = BottomSpec.from_dict(spec.model)
         self.model = seeded(
             spec.seed,
@@ -82,6 +93,9 @@ class Party:
         self.pending_open: list[np.ndarray | None] = []  # the components their embeddings sent
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
+        self.set_penalty(spec.penalty_scale)
+        if spec.keep:
+            self.keep(spec.keep.get("features"), spec.keep.get("components"))
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         opt = dict(self.spec.optimizer)
@@ -90,6 +104,24 @@ class Party:
     @property
     def n_features(self) -> int:
         return int(self.X_all.shape[1])
+
+    def set_penalty(self, scale: float) -> None:
+        """Scale every gate's lambda and the prox's lambda (a regularisation path's point)."""
+        self.penalty_scale = float(scale)
+        for name, gate in (
+            ("input", self.model.input_gate),
+            ("embedding", self.model.embedding_gate),
+        ):
+            if gate is not None:
+                gate.lam = float(self.spec.gates[name].get("lam", 0.1)) * self.penalty_scale
+
+    @property
+    def prox_tau(self) -> float:
+        """The group-lasso threshold of one step (0 without prox)."""
+        if not self.spec.prox:
+            return 0.0
+        p = self.spec.prox
+        return float(p["lam"]) * float(p["lr"]) * self.penalty_scale
 
     # -- structure ----------------------------------------------------------------------------
     def keep(self, features: np.ndarray | None = None, components: np.ndarray | None = None):
@@ -212,9 +244,9 @@ class Party:
             objective = objective + penalty
         objective.backward()
         self.optimizer.step()
-        if self.spec.prox:
-            tau = float(self.spec.prox["lam"]) * float(self.spec.prox["lr"])
-            group_lasso_prox_(self.model.input_layer.weight, tau)
+        self.model.project_gates()
+        if self.prox_tau > 0:
+            group_lasso_prox_(self.model.input_layer.weight, self.prox_tau)
         self.steps_taken += 1
 
     def embed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

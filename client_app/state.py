@@ -41,7 +41,8 @@ STATS = CacheStats()
 
 def build_party(spec: dict, rows: dict[str, np.ndarray]) -> Party:
     """A fresh party from its setup instructions and the server's row sets (train, eval)."""
-    party = Party(PartySpec.from_dict(spec), party_data(spec["data"], rows["train"]))
+    train = rows["train"]
+    party = Party(PartySpec.from_dict(spec), party_data(spec["data"], train), train)
     party.eval_rows = rows.get("eval", np.zeros(0, np.int64))
     return party
 

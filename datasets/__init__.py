@@ -18,7 +18,7 @@ from vflfs.datasets.party_view import PartyData, build_party_data
 from vflfs.datasets.paths import DATA_DIR_ENV, resolve_data_dir
 from vflfs.datasets.registry import REGISTRY, dataset_names, register_dataset
 from vflfs.datasets.sample_splits import SampleSplits, kfold_splits, split_samples
-from vflfs.datasets.scaling import minmax_scale
+from vflfs.datasets.scaling import center, minmax_scale
 from vflfs.datasets.splits import SPLIT_KINDS, split_columns
 from vflfs.datasets.validation import validate
 
@@ -39,6 +39,7 @@ __all__ = [
     "kfold_splits",
     "load_dataset",
     "make_dataset",
+    "center",
     "minmax_scale",
     "noise_ratios",
     "register_dataset",

@@ -49,6 +49,17 @@ class GaussianGate(nn.Module):
         phi = 0.5 * (1 + torch.erf(self.mu / (self.sigma * 2**0.5)))
         return self.lam * (phi.mean() if self.reduce == "mean" else phi.sum())
 
+    @torch.no_grad()
+    def project(self) -> None:
+        """Clip mu to [-1, 1] (after each optimiser step).
+
+        Beyond 1 a gate is always open and beyond -1 almost always closed, so the clip changes
+        no evaluation gate; it keeps Phi(mu / sigma) off its flat tails, where the
+        regulariser's gradient vanishes and a gate that grew far open during training could
+        no longer be closed by any lambda.
+        """
+        self.mu.clamp_(-1.0, 1.0)
+
     def open(self) -> torch.Tensor:
         """Boolean mask of the gates open at evaluation (clamp(mu, 0, 1) > 0)."""
         return self.mu.detach() > 0

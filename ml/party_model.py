@@ -68,6 +68,13 @@ class PartyModel(nn.Module):
         return sum(terms) if terms else None
 
     @torch.no_grad()
+    def project_gates(self) -> None:
+        """Keep every gate's mu in [-1, 1] after a step (see :meth:`GaussianGate.project`)."""
+        for gate in (self.input_gate, self.embedding_gate):
+            if gate is not None:
+                gate.project()
+
+    @torch.no_grad()
     def keep_inputs(self, index: torch.Tensor) -> None:
         """Keep only the input features at ``index`` (the input layer loses the other columns)."""
         layer = self.input_layer

@@ -19,6 +19,7 @@ from vflfs.strategies import RunResult, Strategy, make_strategy
 from .alignment import align_samples
 from .cross_validation import cross_validate
 from .experiment import Experiment
+from .outcome import outcome
 
 log = logging.getLogger("vflfs")
 
@@ -146,6 +147,8 @@ def summarize(
         "final_test_metric": result.history[-1]["test_metric"],
         "prediction_bytes_per_sample": best["prediction_bytes_per_sample"],
         "selection": result.selection(experiment.relevant),
+        **outcome(experiment, result),
+        **({"path": result.extra["path"]} if "path" in result.extra else {}),
         "communication": traffic,
         "wall_time_s": {"total": wall, **{p: v["wall_s"] for p, v in traffic["phases"].items()}},
         "devices": {
@@ -156,7 +159,7 @@ def summarize(
         **_alignment(experiment),
         "parties": [asdict(p) for p in result.parties],
         "importance": result.importance,
-        "extra": {k: v for k, v in result.extra.items() if k != "server_device"},
+        "extra": {k: v for k, v in result.extra.items() if k not in ("server_device", "path")},
         "step_losses": result.step_losses,
         "config": OmegaConf.to_container(cfg, resolve=True),
     }

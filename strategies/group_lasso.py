@@ -18,29 +18,49 @@ from vflfs.ml.prox import nonzero_columns
 from vflfs.ml.top import ServerModel
 from vflfs.server_app.experiment import Experiment
 
+from .path import PathStrategy
 from .result import RunResult
 from .strategy import EpochCallback
-from .vfl import VFL
 
 
-class GroupLasso(VFL):
+class GroupLasso(PathStrategy):
     """Group lasso by P-SGD over VFL (Castiglia et al., ICML 2023, baseline of Section 5)."""
 
     name = "group_lasso"
 
+    @property
+    def optimizer(self) -> dict:
+        """The proximal phase's optimiser (``strategy.optimizer`` and ``strategy.lr``; null:
+        ``training``'s)."""
+        s, t = self.cfg.strategy, self.cfg.training
+        return {"name": str(s.get("optimizer") or t.optimizer), "lr": float(s.get("lr") or t.lr)}
+
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
-        s = self.cfg.strategy
-        spec["optimizer"] = {"name": str(s.optimizer), "lr": float(s.lr)}
-        spec["prox"] = {"lam": float(s.lam), "lr": float(s.lr)}
+        if not self.refitting:
+            spec["optimizer"] = dict(self.optimizer)
+            spec["prox"] = {"lam": float(self.cfg.strategy.lam), "lr": self.optimizer["lr"]}
         return spec
 
     def make_server_model(self, experiment: Experiment) -> ServerModel:
         server = super().make_server_model(experiment)
-        s = self.cfg.strategy
-        server.reset_optimizer({"name": str(s.optimizer), "lr": float(s.lr)})
-        server.prox_tau = float(s.lam_server) * float(s.lr)
+        server.reset_optimizer(dict(self.optimizer))
+        server.prox_tau = 0.0 if self.path.enabled else self.server_tau(1.0)
         return server
+
+    def server_tau(self, scale: float) -> float:
+        return float(self.cfg.strategy.lam_server) * self.optimizer["lr"] * scale
+
+    def set_penalty(self, federation: Federation, scale: float) -> None:
+        super().set_penalty(federation, scale)
+        self.server.prox_tau = self.server_tau(scale)
+
+    def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
+        """The parties' non-zero input columns; the components whose column of the server's
+        input layer is non-zero."""
+        selected, _ = super().current_selection(federation)
+        layers = self.server.input_layers
+        return selected, [nonzero_columns(layer.weight).cpu().numpy().tolist() for layer in layers]
 
     @property
     def lasso_epochs(self) -> int:
@@ -55,6 +75,9 @@ class GroupLasso(VFL):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
+        if self.path.enabled:
+            super().fit(federation, experiment, result, on_epoch)
+            return
         total, lasso = int(self.cfg.training.epochs), self.lasso_epochs
         if self.run_epochs(federation, experiment, result, on_epoch, 0, lasso) or lasso >= total:
             return
@@ -80,6 +103,8 @@ class GroupLasso(VFL):
         result.extra["components_kept"] = [len(r["components"]) for _, r in sorted(replies.items())]
 
     def row_extras(self) -> dict:
+        if self.refitting:
+            return {**super().row_extras(), "components_kept": int(sum(self.widths))}
         layers = self.server.input_layers
         kept = sum(len(nonzero_columns(layer.weight)) for layer in layers)
         return {**super().row_extras(), "components_kept": int(kept)}

@@ -17,8 +17,6 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
 import numpy as np
 
 from vflfs.federation import Federation
@@ -29,27 +27,6 @@ from vflfs.server_app.experiment import Experiment
 from .result import RunResult
 from .strategy import EpochCallback
 from .vfl import VFL
-
-
-@dataclass
-class SelectionResult(RunResult):
-    """A run whose reported model (best validation epoch) is chosen among the epochs from
-    ``best_from`` on: the models trained after feature selection."""
-
-    best_from: int = 0
-
-    @property
-    def best(self) -> dict:
-        rows = [r for r in self.history if r["epoch"] >= self.best_from] or self.history
-        if not rows:
-            return {}
-        return max(rows, key=lambda row: (row["val_metric"], -row["epoch"]))
-
-    @classmethod
-    def of(cls, result: RunResult, best_from: int) -> SelectionResult:
-        return cls(
-            **{f.name: getattr(result, f.name) for f in fields(RunResult)}, best_from=best_from
-        )
 
 
 class LessVFL(VFL):
@@ -69,7 +46,8 @@ class LessVFL(VFL):
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
         result = super().configure(federation, experiment)
-        return SelectionResult.of(result, self.pretrain_epochs)
+        result.best_from = self.pretrain_epochs
+        return result
 
     def fit(
         self,

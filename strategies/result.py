@@ -18,9 +18,16 @@ class PartyReport:
     device: str
     selected: list[int] = field(default_factory=list)  # local indices of kept features, now
     selected_at_best: list[int] | None = None  # ... at the best validation epoch
+    components: int | None = None  # embedding components the server reads (None: all)
 
     def chosen(self, current: bool = False) -> list[int]:
-        """The selection of the reported model (best validation epoch), or the current one."""
+        """The selection of the reported model (best validation epoch), or the current one.
+
+        A party none of whose embedding components reaches the server selects nothing: its
+        features cannot change the prediction.
+        """
+        if self.components == 0:
+            return []
         if current or self.selected_at_best is None:
             return self.selected
         return self.selected_at_best
@@ -42,13 +49,22 @@ class RunResult:
     parties: list[PartyReport] = field(default_factory=list)
     importance: list[dict] = field(default_factory=list)  # per party: kind and values
     extra: dict = field(default_factory=dict)
+    # The reported model is the best validation epoch among epochs best_from .. best_to - 1
+    # (best_to None: to the end): e.g. only the epochs trained after a selection.
+    best_from: int = 0
+    best_to: int | None = None
 
     @property
     def best(self) -> dict:
-        """The epoch with the best validation score (earliest on ties)."""
-        if not self.history:
+        """The epoch with the best validation score in the window (earliest on ties)."""
+        rows = [
+            r
+            for r in self.history
+            if r["epoch"] >= self.best_from and (self.best_to is None or r["epoch"] < self.best_to)
+        ] or self.history
+        if not rows:
             return {}
-        return max(self.history, key=lambda row: (row["val_metric"], -row["epoch"]))
+        return max(rows, key=lambda row: (row["val_metric"], -row["epoch"]))
 
     def snapshot_best(self) -> None:
         """Remember the current selection as the best epoch's."""

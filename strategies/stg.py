@@ -5,16 +5,19 @@ applied at each party as in Li et al., "FedSDG-FS", INFOCOM 2023 (Sec. VI, origi
 every party multiplies its inputs by Gaussian stochastic gates s = clamp(mu + eps, 0, 1) and adds
 lambda * mean Phi(mu / sigma) to its loss; no importance initialisation, no embedding gates.
 A feature is selected when its evaluation gate clamp(mu, 0, 1) is open (spec section 4).
+By default lambda follows a regularisation path from a dense warm-up, the sparsest model
+within the validation tolerance is chosen and refit (:mod:`vflfs.strategies.path`);
+``strategy.path.enabled=false`` trains at the fixed lambda instead.
 """
 
 from __future__ import annotations
 
 from vflfs.server_app.experiment import Experiment
 
-from .vfl import VFL
+from .path import PathStrategy
 
 
-class STG(VFL):
+class STG(PathStrategy):
     """VFL with Gaussian stochastic gates on every party's input features."""
 
     name = "stg"
@@ -28,5 +31,6 @@ class STG(VFL):
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
-        spec["gates"] = self.gates()
+        if not self.refitting:
+            spec["gates"] = self.gates()
         return spec

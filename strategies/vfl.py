@@ -33,27 +33,20 @@ class VFL(Strategy):
     name = "vfl"
     secure = None  # the secure interactive layer (strategy.secure != none)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
+    restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
+    stage = "dense"  # the history's "stage" column
 
     # -- setup ----------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         """Party ``m``'s setup instructions; subclasses add their own keys."""
-        return experiment.party_spec(m)
+        spec = experiment.party_spec(m)
+        if self.restarts:
+            spec["seed"] += RESTART_SEED * self.restarts
+            spec["optimizer"]["lr"] *= RESTART_LR**self.restarts
+        return spec
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
-        nonce = uuid.uuid4().hex
-        splits = experiment.splits
-        replies = federation.send(
-            "query.setup",
-            {
-                m: {
-                    "spec": json.dumps(self.party_spec(experiment, m)),
-                    "nonce": nonce,
-                    "train_rows": splits.train,
-                    "eval_rows": np.concatenate(list(experiment.eval_sets().values())),
-                }
-                for m in range(experiment.num_parties)
-            },
-        )
+        replies = self.setup_parties(federation, experiment)
         result = RunResult(strategy=self.name, metric=experiment.task.metric_name)
         for m in range(experiment.num_parties):
             r = replies[m]
@@ -74,6 +67,24 @@ class VFL(Strategy):
         result.extra["server_device"] = str(self.server.device)
         return result
 
+    def setup_parties(self, federation: Federation, experiment: Experiment) -> dict[int, dict]:
+        """The ``query.setup`` message: each party builds its data view and a fresh model
+        from :meth:`party_spec` (a new nonce: any earlier state of the run is replaced)."""
+        splits = experiment.splits
+        eval_rows = np.concatenate(list(experiment.eval_sets().values()))
+        return federation.send(
+            "query.setup",
+            {
+                m: {
+                    "spec": json.dumps(self.party_spec(experiment, m)),
+                    "nonce": uuid.uuid4().hex,
+                    "train_rows": splits.train,
+                    "eval_rows": eval_rows,
+                }
+                for m in range(experiment.num_parties)
+            },
+        )
+
     def embedding_sizes(self, experiment: Experiment) -> list[int]:
         size = int(self.cfg.model.bottom.embedding_size)
         return [size] * experiment.num_parties
@@ -82,10 +93,10 @@ class VFL(Strategy):
         t = self.cfg.training
         return ServerModel(
             experiment.task,
-            self.embedding_sizes(experiment),
+            self.widths,
             TopSpec.from_dict(dict(self.cfg.model.top)),
-            {"name": str(t.optimizer), "lr": float(t.lr)},
-            experiment.seed,
+            {"name": str(t.optimizer), "lr": float(t.lr) * RESTART_LR**self.restarts},
+            experiment.seed + RESTART_SEED * self.restarts,
             resolve_device(str(self.cfg.device), 0),
         )
 
@@ -171,7 +182,54 @@ class VFL(Strategy):
         """:meth:`before_training`, then epochs of the step protocol (spec section 3) with
         early stopping on validation."""
         self.before_training(federation, experiment, result)
-        self.run_epochs(federation, experiment, result, on_epoch, 0, int(self.cfg.training.epochs))
+        epochs = int(self.cfg.training.epochs)
+        first = self.start_reliably(federation, experiment, result, on_epoch, epochs)
+        if first is not None:
+            self.run_epochs(federation, experiment, result, on_epoch, first, epochs)
+
+    def start_reliably(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        epochs: int,
+    ) -> int | None:
+        """The first epochs, watched for a stalled start: while the training loss stays at the
+        uniform prediction's (the class prior's entropy) and validation at the majority rate,
+        the parties and the server restart from a new initialisation with a smaller learning
+        rate (at most ``MAX_RESTARTS`` times; each is logged and recorded). Returns the next
+        epoch's number, or None when early stopping already ended training."""
+        first = 0
+        while True:
+            stop = min(first + STALL_EPOCHS, epochs)
+            if self.run_epochs(federation, experiment, result, on_epoch, first, stop):
+                return None
+            if stop >= epochs or not stalled(experiment, result.history[first:stop]):
+                return stop
+            if self.restarts >= MAX_RESTARTS:
+                log.warning(
+                    "training is still at the uniform prediction after %d restarts; going on",
+                    self.restarts,
+                )
+                return stop
+            self.restarts += 1
+            log.warning(
+                "training stalled at the uniform prediction (loss %.4f) in epochs %d-%d: "
+                "restarting from a new initialisation at %.3g x the learning rate",
+                result.history[stop - 1]["train_loss"],
+                first,
+                stop - 1,
+                RESTART_LR**self.restarts,
+            )
+            result.extra.setdefault("restarts", []).append(
+                {"epoch": stop, "lr_scale": RESTART_LR**self.restarts}
+            )
+            with federation.traffic.in_phase("setup"):
+                self.setup_parties(federation, experiment)
+            self.server = self.make_server_model(experiment)
+            self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+            result.best_from = first = stop
 
     def run_epochs(
         self,
@@ -209,6 +267,11 @@ class VFL(Strategy):
                 if closing and self.close_epoch(
                     federation, experiment, result, epoch - 1, losses, replies, on_epoch
                 ):
+                    # Early stop: settle the batches the parties embedded, so that no
+                    # gradient is pending and the run can go on with another phase.
+                    with federation.traffic.in_phase("training"):
+                        _, grads = self.server_steps(experiment, replies, group)
+                        self.exchange(federation, grads, [], evaluate=False)
                     return True
                 if closing:
                     losses = []
@@ -258,6 +321,7 @@ class VFL(Strategy):
             # What predicting one sample costs: the embedding values the parties upload.
             "prediction_bytes_per_sample": sent / max(rows, 1),
             "wall_s": sum(federation.traffic.seconds.values()),
+            "stage": self.stage,
         }
         result.history.append(row)
         result.extra["analytic_mb"] = row["analytic_mb"]
@@ -282,6 +346,27 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
+
+
+STALL_EPOCHS = 3  # epochs watched for a stalled start
+MAX_RESTARTS = 2
+RESTART_LR = 0.3  # learning-rate factor of each restart
+RESTART_SEED = 7919  # initialisation seed offset of each restart
+
+
+def stalled(experiment: Experiment, rows: list[dict]) -> bool:
+    """Classification only: every epoch's training loss within 2% of the class prior's
+    entropy (what predicting the prior costs) and its validation score at most the majority
+    rate of the training labels."""
+    if experiment.task.kind != "classification" or not rows:
+        return False
+    y = experiment.y[experiment.splits.train]
+    prior = np.bincount(y, minlength=experiment.task.n_classes) / max(len(y), 1)
+    entropy = float(-(prior[prior > 0] * np.log(prior[prior > 0])).sum())
+    majority = float(prior.max())
+    return all(
+        r["train_loss"] >= 0.98 * entropy and r["val_metric"] <= majority + 0.005 for r in rows
+    )
 
 
 def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:

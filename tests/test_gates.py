@@ -85,7 +85,8 @@ def test_gradient_of_open_components_equals_the_full_gradient():
 
 
 def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
-    common = "training.epochs=15 training.patience=null"
+    """At a fixed lambda (no path): gates close during training."""
+    common = "training.epochs=15 training.patience=null strategy.path.enabled=false"
     vfl = run_local(tiny_config(common), tmp_path / "vfl")
     stg = run_local(tiny_config(f"strategy=stg {common}"), tmp_path / "stg")
     assert stg["selection"]["ratio"] < 0.5
@@ -108,7 +109,7 @@ def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
 def test_fedsdg_fs_initialises_gates_from_secure_gini(tmp_path):
     cfg = tiny_config(
         "strategy=fedsdg_fs strategy.gini.key_bits=512 strategy.lambda_embedding=0.02 "
-        "training.epochs=3"
+        "training.epochs=3 strategy.path.enabled=false"
     )
     summary = run_local(cfg, tmp_path)
     phases = summary["communication"]["phases"]

@@ -155,7 +155,7 @@ def test_group_lasso_applies_the_prox_every_step_then_prunes(tmp_path):
     first step; after ``lasso_epochs`` the zero columns leave the models."""
     cfg = compose_config(
         f"{SMALL} strategy=group_lasso noise.ratio=1.0 training.epochs=3 strategy.lam=1000 "
-        "strategy.lam_server=1000 strategy.lasso_epochs=2"
+        "strategy.lam_server=1000 strategy.lasso_epochs=2 strategy.path.enabled=false"
     )
     summary = run_local(cfg, tmp_path)
     rows = (tmp_path / "history.csv").read_text().splitlines()
@@ -171,7 +171,7 @@ def test_group_lasso_applies_the_prox_every_step_then_prunes(tmp_path):
 def test_group_lasso_with_small_lambda_trains(tmp_path):
     cfg = compose_config(
         f"{SMALL} strategy=group_lasso noise.ratio=1.0 training.epochs=5 strategy.lam=0.001 "
-        "strategy.optimizer=adam"
+        "strategy.optimizer=adam strategy.path.enabled=false"
     )
     summary = run_local(cfg, tmp_path)
     assert summary["final_test_metric"] > 0.85

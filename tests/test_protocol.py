@@ -9,6 +9,7 @@ import pytest
 
 from vflfs.client_app import state
 from vflfs.client_app.data import party_data
+from vflfs.datasets import center
 from vflfs.federation import PartyError
 from vflfs.ml.models import BottomSpec, TopSpec
 from vflfs.ml.reference import SplitModel
@@ -21,7 +22,10 @@ from helpers import run_local, tiny_config
 def reference_losses(cfg) -> list[float]:
     """The same split model trained in one process with the same seed and batches."""
     exp = Experiment.from_config(cfg)
-    views = [party_data(exp.party_spec(m)["data"], exp.splits.train).X for m in range(3)]
+    views = [
+        center(party_data(exp.party_spec(m)["data"], exp.splits.train).X, exp.splits.train)
+        for m in range(3)
+    ]
     t = cfg.training
     model = SplitModel(
         views,

@@ -1,0 +1,51 @@
+"""Whether a run learned anything: the checks behind ``results.json``'s ``warnings``."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from vflfs.strategies import RunResult
+
+from .experiment import Experiment
+
+log = logging.getLogger("vflfs")
+
+
+def majority_rate(experiment: Experiment) -> float:
+    """Test accuracy of always predicting the training rows' most frequent class."""
+    y, splits = experiment.y, experiment.splits
+    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
+    return float(np.mean(y[splits.test] == majority)) if len(splits.test) else 0.0
+
+
+def outcome(experiment: Experiment, result: RunResult) -> dict:
+    """``baseline`` (what predicting without features scores on the test rows) and the
+    ``warnings`` of a run that learned nothing or whose selection cost accuracy; each
+    warning is also logged."""
+    best = result.best
+    warnings: list[str] = []
+    if experiment.task.kind == "classification":
+        baseline = majority_rate(experiment)
+        if best["test_metric"] <= baseline + 0.005:
+            warnings.append(
+                f"learned nothing: test accuracy {best['test_metric']:.4f} is no better than "
+                f"always predicting the majority class ({baseline:.4f})"
+            )
+    else:
+        baseline = 0.0
+        if best["test_metric"] <= 0.0:
+            warnings.append(
+                f"learned nothing: test R^2 {best['test_metric']:.4f} is no better than "
+                "predicting the mean"
+            )
+    choice = result.extra.get("path_choice") or {}
+    if choice.get("fallback") == "dense":
+        warnings.append(
+            "selection cost accuracy: the refit on the chosen features scored below the dense "
+            "model by more than the tolerance, so the dense model (all features) is reported"
+        )
+    for w in warnings:
+        log.warning("WARNING: %s", w)
+    return {"baseline_test_metric": baseline, "warnings": warnings}

@@ -1,0 +1,92 @@
+"""The regularisation path: dense warm-up, growing penalty, validation choice, refit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vflfs.strategies.path import PathPoint, PathSettings, choose
+from vflfs.strategies.vfl import stalled
+
+from helpers import run_local, tiny_config
+
+QUICK = "training.epochs=6 strategy.path.points=5 strategy.path.steps_per_point=12"
+
+
+def point(k: int, val: float, kept: list[int], penalty: float | None = None) -> PathPoint:
+    return PathPoint(
+        point=k,
+        penalty=float(k) if penalty is None else penalty,
+        epoch=k,
+        val_metric=val,
+        val_loss=0.0,
+        selected=[list(range(n)) for n in kept],
+        components=[[0] for _ in kept],
+        mb=0.0,
+    )
+
+
+def test_choice_is_the_sparsest_point_within_the_tolerance():
+    points = [point(0, 0.80, [10, 10]), point(1, 0.84, [6, 5]), point(2, 0.82, [2, 1])]
+    assert choose(points, 0.03, None).point == 2  # 0.82 >= 0.84 - 0.03, and sparsest
+    assert choose(points, 0.01, None).point == 1  # 0.82 < 0.84 - 0.01
+    assert choose(points, 0.01, 4).point == 2  # the budget leaves only point 2
+    # never a point worse than the dense one by more than the tolerance:
+    assert choose([point(0, 0.9, [5]), point(1, 0.7, [1])], 0.05, None).point == 0
+
+
+def test_a_party_without_components_selects_nothing():
+    p = PathPoint(0, 0.0, 0, 0.5, 0.0, selected=[[0, 1], [2]], components=[[0], []], mb=0)
+    assert p.kept == 2 and p.row()["per_party"] == [2, 0]
+
+
+def test_settings_reject_unknown_keys_and_a_shrinking_path():
+    with pytest.raises(ValueError, match="unknown strategy.path keys"):
+        PathSettings.from_cfg({"grow": 2})
+    with pytest.raises(ValueError, match="growth"):
+        PathSettings.from_cfg({"growth": 0.5})
+
+
+def test_stall_is_the_uniform_prediction_at_the_majority_rate():
+    from types import SimpleNamespace
+
+    from vflfs.ml.models import Task
+
+    y = np.array([0, 1] * 50)
+    experiment = SimpleNamespace(
+        task=Task("classification", 2), y=y, splits=SimpleNamespace(train=np.arange(100))
+    )
+    flat = [{"train_loss": 0.6931, "val_metric": 0.5}] * 3
+    assert stalled(experiment, flat)
+    assert not stalled(experiment, [*flat[:2], {"train_loss": 0.5, "val_metric": 0.7}])
+
+
+@pytest.mark.parametrize("strategy", ["stg", "group_lasso"])
+def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strategy):
+    summary = run_local(tiny_config(f"strategy={strategy} {QUICK}"), tmp_path)
+    path = summary["path"]
+    assert path[0]["penalty"] == 0.0 and len(path) >= 2
+    assert all(b["penalty"] > a["penalty"] for a, b in zip(path, path[1:], strict=False))
+    assert all({"val_metric", "per_party", "components_kept", "mb"} <= set(p) for p in path)
+    choice = summary["extra"]["path_choice"]
+    points = [
+        PathPoint(
+            **{k: p[k] for k in ("point", "penalty", "epoch", "val_metric", "val_loss")},
+            selected=p["selected"],
+            components=p["components"],
+            mb=p["mb"],
+        )
+        for p in path
+    ]
+    assert choose(points, choice["tolerance"], None).point == choice["point"]
+    chosen = path[choice["point"]]
+    best = max(p["val_metric"] for p in path)
+    assert chosen["val_metric"] >= best - choice["tolerance"]
+    stages = (tmp_path / "history.csv").read_text().splitlines()
+    column = stages[0].split(",").index("stage")
+    order = [line.split(",")[column] for line in stages[1:]]
+    assert order[0] == "warmup" and order[-1] == "refit" and "path" in order
+    assert summary["best_epoch"] > chosen["epoch"]  # the reported model is the refit's
+    if "fallback" not in choice:
+        assert summary["selection"]["selected_features"] == chosen["kept"]
+        assert [p["selected"] for p in summary["selection"]["per_party"]] == chosen["per_party"]
