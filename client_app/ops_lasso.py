@@ -13,7 +13,7 @@ import torch
 
 from vflfs.federation import Payload
 from vflfs.federation.payload import from_array
-from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, fit_embeddings_path
 from vflfs.ml.prox import nonzero_columns
 
 from .party import Party, PartySpec
@@ -37,7 +37,14 @@ def train_embeddings(session: Session, payload: Payload) -> Payload:
     return {"embeddings": embeddings}
 
 
-def local_selection(party: Party, rows: np.ndarray, components: np.ndarray, p: ProxSGD) -> dict:
+def local_selection(
+    party: Party,
+    rows: np.ndarray,
+    components: np.ndarray,
+    p: ProxSGD,
+    path_points: int = 0,
+    path_tolerance: float = 0.05,
+) -> dict:
     """Stage 3 at ``party``, alone: keep ``components`` (indices into its full set), fit its
     frozen current embeddings of ``rows`` on them with proximal SGD on the input columns,
     then remove every feature whose column is zero. Returns the proxy losses."""
@@ -51,10 +58,15 @@ def local_selection(party: Party, rows: np.ndarray, components: np.ndarray, p: P
     X = party.X[torch.as_tensor(rows, device=party.device)]
     targets = torch.as_tensor(frozen[:, positions], device=party.device)
     layer = party.model.input_layer
-    losses = fit_embeddings(party.model, layer, X, targets, p)
+    if path_points > 0:
+        losses, path = fit_embeddings_path(
+            party.model, layer, X, targets, p, path_points, path_tolerance
+        )
+    else:
+        losses, path = fit_embeddings(party.model, layer, X, targets, p), []
     kept = nonzero_columns(layer.weight).cpu().numpy()
     party.keep(features=party.features[kept])
-    return {"losses": losses}
+    return {"losses": losses, "path": path}
 
 
 @OPERATIONS.operation("train.local_select")
@@ -70,7 +82,14 @@ def local_select(session: Session, payload: Payload) -> Payload:
     components = np.asarray(payload["components"], dtype=np.int64)
     p = ProxSGD.from_dict(payload)
     started = time.time()
-    out = local_selection(party, _train_rows(session), components, p)
+    out = local_selection(
+        party,
+        _train_rows(session),
+        components,
+        p,
+        int(payload.get("path_points", 0)),
+        float(payload.get("path_tolerance", 0.05)),
+    )
     ended = time.time()
     session.changed = True
     losses = out["losses"] or [float("nan")]
@@ -81,6 +100,8 @@ def local_select(session: Session, payload: Payload) -> Payload:
         "loss_last": float(losses[-1]),
         "features": party.features.astype(np.int64),
         "components": party.components.astype(np.int64),
+        "path_r2": [float(r["r2"]) for r in out["path"]],
+        "path_kept": [int(r["kept"]) for r in out["path"]],
     }
 
 

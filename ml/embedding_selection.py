@@ -138,3 +138,54 @@ def prox_sgd(
             total += float(loss.detach()) * len(rows)
         losses.append(total / max(n, 1))
     return losses
+
+
+def fit_embeddings_path(
+    model: nn.Module,
+    input_layer: nn.Linear,
+    X: torch.Tensor,
+    targets: torch.Tensor,
+    p: ProxSGD,
+    points: int = 8,
+    tolerance: float = 0.05,
+) -> tuple[list[float], list[dict]]:
+    """Stage 3 along a path of lambdas, chosen without labels and without messages.
+
+    The party holds out a seeded fifth of its rows; lambda grows geometrically (x2) from
+    ``p.lam / 2^(points - 2)`` to ``2 * p.lam``, each point warm-started from the last with
+    ``p.epochs / points`` epochs. The chosen point is the sparsest whose held-out R^2 of the
+    frozen embeddings is within ``tolerance`` of the best point's; the model returns to it.
+    An empty selection is chosen only if no point reconstructs better than the mean (R^2
+    <= 0). Returns the losses of every epoch and one record per point.
+    """
+    if targets.shape[1] == 0 or points < 1:
+        return fit_embeddings(model, input_layer, X, targets, p), []
+    order = np.random.default_rng(p.seed + STAGE_SEED).permutation(len(X))
+    held, fit = order[: len(X) // 5], order[len(X) // 5 :]
+    held_t = torch.as_tensor(held, device=X.device)
+    total = float(((targets[held_t] - targets[held_t].mean(0)) ** 2).sum()) or 1.0
+    epochs = max(1, p.epochs // points)
+    losses: list[float] = []
+    records: list[dict] = []
+    states: list[dict] = []
+    for j in range(points):
+        lam = p.lam * 2.0 ** (j - points + 2)
+        step = ProxSGD(lam, p.lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
+        losses += fit_embeddings(model, input_layer, X[torch.as_tensor(fit)], targets[fit], step)
+        with torch.no_grad():
+            model.eval()
+            error = float(((model(X[held_t]) - targets[held_t]) ** 2).sum())
+            model.train()
+        kept = len(nonzero_columns(input_layer.weight))
+        records.append({"lam": lam, "r2": 1.0 - error / total, "kept": kept})
+        states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    best = max(r["r2"] for r in records)
+    if best <= 0.0:
+        with torch.no_grad():
+            input_layer.weight.zero_()
+        return losses, records
+    good = [j for j, r in enumerate(records) if r["r2"] >= best - tolerance and r["kept"] > 0]
+    chosen = min(good, key=lambda j: (records[j]["kept"], -records[j]["r2"]))
+    records[chosen]["chosen"] = True
+    model.load_state_dict(states[chosen])
+    return losses, records

@@ -8,11 +8,15 @@ group-lasso prox act on it).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+# A party left without features (or components) has zero-width layers: nothing to initialise.
+warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "none": None}
 

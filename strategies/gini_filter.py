@@ -18,18 +18,52 @@ import numpy as np
 from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
 
-from .gini import keep_best, scoring_phase, secure_gini
+from .filter_choice import CountChoice
+from .gini import global_ranks, keep_best, scoring_phase, secure_gini
 from .result import RunResult
-from .strategy import Strategy, log
+from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
 
-class SelectThenTrain(VFL):
-    """Score every feature once, keep the best fraction overall, then standard VFL."""
+class SelectThenTrain(CountChoice, VFL):
+    """Score every feature once, keep the best ones overall, then standard VFL: as many as
+    validation chooses (:mod:`vflfs.strategies.filter_choice`), or ``keep_fraction``."""
 
     name = Strategy.name  # a skeleton: not a strategy of its own
     phase = "selection"  # traffic phase of the scoring and the removal
     lower_is_better = True
+    patience: int | None = None
+
+    def party_spec(self, experiment: Experiment, m: int) -> dict:
+        spec = super().party_spec(experiment, m)
+        keep = self.keep_spec(m)
+        if keep is not None:
+            spec["keep"] = keep
+        return spec
+
+    def fit(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        if self.cfg.strategy.get("keep_fraction") is not None:
+            super().fit(federation, experiment, result, on_epoch)
+            return
+        with scoring_phase(federation, self.phase):
+            scores = self.scores(federation, experiment, result)
+        result.extra["filter"] = {
+            "method": self.name,
+            "scores": [[_finite(v) for v in s] for s in scores],
+        }
+        ranks = global_ranks(scores, self.lower_is_better)
+        self.choose_count(federation, experiment, result, on_epoch, ranks)
+
+    def stop_early(self, epoch: int, result: RunResult) -> bool:
+        if self.patience is None:
+            return super().stop_early(epoch, result)
+        return epoch - result.best["epoch"] >= self.patience
 
     def scores(
         self, federation: Federation, experiment: Experiment, result: RunResult
@@ -41,7 +75,7 @@ class SelectThenTrain(VFL):
         self, federation: Federation, experiment: Experiment, result: RunResult
     ) -> None:
         """Score, keep the best ``keep_fraction`` of all features, remove the rest for good."""
-        fraction = float(self.cfg.strategy.get("keep_fraction", 0.5))
+        fraction = float(self.cfg.strategy.keep_fraction)
         with scoring_phase(federation, self.phase):
             scores = self.scores(federation, experiment, result)
             kept = keep_best(scores, fraction, self.lower_is_better)

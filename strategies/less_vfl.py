@@ -110,7 +110,14 @@ class LessVFL(VFL):
             for m, k in enumerate(keep):
                 self.server.keep_components(m, k)
                 self.widths[m] = len(k)
-            payloads = {m: {"components": k, **p.as_dict()} for m, k in enumerate(keep)}
+            party = self.cfg.strategy.party
+            local_path = {
+                "path_points": int(party.get("path_points") or 0),
+                "path_tolerance": float(party.get("path_tolerance", 0.05)),
+            }
+            payloads = {
+                m: {"components": k, **p.as_dict(), **local_path} for m, k in enumerate(keep)
+            }
             replies = federation.send("train.local_select", payloads)
         span = max(r["ended"] for r in replies.values()) - min(
             r["started"] for r in replies.values()
@@ -132,6 +139,8 @@ class LessVFL(VFL):
                     "loss_first": float(r["loss_first"]),
                     "loss_last": float(r["loss_last"]),
                     "features_kept": len(r["features"]),
+                    "path_r2": np.asarray(r.get("path_r2", [])).tolist(),
+                    "path_kept": np.asarray(r.get("path_kept", [])).tolist(),
                     "components": np.asarray(r["components"]).tolist(),
                 }
                 for m, r in sorted(replies.items())

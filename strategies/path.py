@@ -34,7 +34,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
 from .secure_layer import make_secure_layer
-from .strategy import EpochCallback, log
+from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
 
@@ -98,11 +98,11 @@ class PathPoint:
         return out
 
 
-def tolerance(settings: PathSettings, experiment: Experiment, best: float) -> float:
-    """The choice's slack: the setting, else one standard error of the best validation
-    score (binomial for accuracy; for R^2 one hundredth)."""
-    if settings.tolerance is not None:
-        return float(settings.tolerance)
+def tolerance(setting: float | None, experiment: Experiment, best: float) -> float:
+    """A validation choice's slack: ``setting``, else one standard error of the best
+    validation score (binomial for accuracy; for R^2 one hundredth)."""
+    if setting is not None:
+        return float(setting)
     if experiment.task.kind != "classification":
         return 0.01
     n = max(len(experiment.splits.val), 1)
@@ -124,6 +124,7 @@ def choose(points: list[PathPoint], slack: float, max_features: int | None) -> P
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
+    name = Strategy.name  # a skeleton: not a strategy of its own
     refitting = False
 
     def __init__(self, cfg: DictConfig) -> None:
@@ -179,7 +180,7 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
-        slack = tolerance(self.path, experiment, max(p.val_metric for p in points))
+        slack = tolerance(self.path.tolerance, experiment, max(p.val_metric for p in points))
         chosen = choose(points, slack, self.path.max_features)
         result.extra["path"] = [p.row() for p in points]
         result.extra["path_choice"] = {"point": chosen.point, "tolerance": slack}
@@ -257,7 +258,7 @@ class PathStrategy(VFL):
         if budget is None or last.kept > budget:
             return False
         best = max(p.val_metric for p in points)
-        return last.val_metric < best - 3 * tolerance(self.path, experiment, best)
+        return last.val_metric < best - 3 * tolerance(self.path.tolerance, experiment, best)
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """Warm-up and refit stop on validation; a path point always runs to its end."""

@@ -86,8 +86,9 @@ def test_gradient_of_open_components_equals_the_full_gradient():
 
 def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
     """At a fixed lambda (no path): gates close during training."""
-    common = "training.epochs=15 training.patience=null strategy.path.enabled=false"
+    common = "training.epochs=15 training.patience=null"
     vfl = run_local(tiny_config(common), tmp_path / "vfl")
+    common += " strategy.path.enabled=false"
     stg = run_local(tiny_config(f"strategy=stg {common}"), tmp_path / "stg")
     assert stg["selection"]["ratio"] < 0.5
     assert stg["importance"][0]["kind"] == "gate"

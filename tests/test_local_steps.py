@@ -18,7 +18,7 @@ from helpers import run_local, tiny_config
 # model=fedsdg's gates move fast enough at this learning rate to change within 8 local steps.
 MOVING_GATES = (
     "strategy=fedsdg_fs strategy.init=uniform model=fedsdg split.num_parties=2 "
-    "training.local_steps=8 training.epochs=3 training.lr=0.05"
+    "training.local_steps=8 training.epochs=3 training.lr=0.05 strategy.path.enabled=false"
 )
 GATE = {"sigma": 0.5, "lam": 0.1}
 

@@ -90,3 +90,34 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     if "fallback" not in choice:
         assert summary["selection"]["selected_features"] == chosen["kept"]
         assert [p["selected"] for p in summary["selection"]["per_party"]] == chosen["per_party"]
+
+
+def test_filter_counts_halve_within_the_budget():
+    from vflfs.strategies.filter_choice import counts
+
+    assert counts(40, None) == [40, 20, 10, 5, 2, 1]
+    assert counts(40, 12) == [12, 6, 3, 1]
+
+
+def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
+    cfg = tiny_config("strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=4")
+    summary = run_local(cfg, tmp_path)
+    choice = summary["extra"]["count_choice"]
+    tried = {c["k"]: c for c in choice["tried"]}
+    assert sorted(tried) == [1, 2, 5, 10, 20, 40]
+    best = max(c["val_metric"] for c in tried.values())
+    good = [k for k, c in tried.items() if c["val_metric"] >= best - choice["tolerance"]]
+    assert choice["chosen"] == min(good)
+    chosen = tried[choice["chosen"]]
+    assert summary["selection"]["selected_features"] == choice["chosen"]
+    assert chosen["epochs"][0] <= summary["best_epoch"] < chosen["epochs"][1]
+    assert summary["val_metric"] == chosen["val_metric"]
+
+
+def test_each_name_is_its_own_strategy():
+    from vflfs.strategies import STRATEGIES, VFL
+    from vflfs.strategies.group_lasso import GroupLasso
+    from vflfs.strategies.stg import STG
+
+    assert STRATEGIES["vfl"] is VFL
+    assert STRATEGIES["stg"] is STG and STRATEGIES["group_lasso"] is GroupLasso

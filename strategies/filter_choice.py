@@ -1,0 +1,140 @@
+"""How many features a filter keeps, chosen on validation.
+
+A filter (Gini, F-statistic, random) ranks every feature of every party once. Instead of a
+fixed share, the server tries the best k features for k = d, d/2, d/4, ... 1 (d: all
+features; with ``strategy.max_features`` only counts within that budget): for each, the
+parties rebuild their models on their part of the best k (a party with none sends nothing)
+and VFL trains with early stopping on validation. The kept count is the smallest whose best
+validation score is within the tolerance of the best count's (one standard error by default,
+:func:`vflfs.strategies.path.tolerance`), and the reported model is that training's best
+epoch. With ``strategy.keep_fraction`` set, the filter keeps that share instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vflfs.federation import MB, Federation
+from vflfs.server_app.experiment import Experiment
+
+from .path import tolerance
+from .result import RunResult
+from .secure_layer import make_secure_layer
+from .strategy import EpochCallback, log
+
+
+@dataclass
+class Candidate:
+    """One kept count and how its training went."""
+
+    k: int
+    kept: list[np.ndarray]  # per party: local indices of its features among the best k
+    first: int  # its first epoch
+    stop: int  # one past its last epoch
+    val_metric: float = float("nan")
+    mb: float = 0.0
+
+    def row(self) -> dict:
+        return {
+            "k": self.k,
+            "per_party": [len(k) for k in self.kept],
+            "epochs": [self.first, self.stop],
+            "val_metric": self.val_metric,
+            "mb": self.mb,
+        }
+
+
+def counts(total: int, budget: int | None) -> list[int]:
+    """d, d/2, d/4, ... 1 (rounded up), within ``budget`` (which is itself a count)."""
+    top = total if budget is None else min(total, int(budget))
+    out = []
+    k = top
+    while k >= 1:
+        if k not in out:
+            out.append(k)
+        k = k // 2 if k > 1 else 0
+    return out
+
+
+def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
+    """Per party: local indices of its features among the k best overall (rank < k)."""
+    return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
+
+
+class CountChoice:
+    """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
+
+    choosing: list[np.ndarray] | None = None
+
+    def choose_count(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        ranks: list[np.ndarray],
+    ) -> None:
+        s = self.cfg.strategy.get("select") or {}
+        budget = s.get("max_features")
+        patience = int(s.get("patience", 2))
+        epochs = int(s.get("max_epochs") or self.cfg.training.epochs)
+        self.patience = patience
+        tried: list[Candidate] = []
+        total = sum(len(r) for r in ranks)
+        for k in counts(total, budget):
+            first = len(result.history)
+            candidate = Candidate(k, best_k(ranks, k), first, first)
+            self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
+            tried.append(candidate)
+            log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
+        best = max(c.val_metric for c in tried)
+        slack = tolerance(s.get("tolerance"), experiment, best)
+        chosen = min((c for c in tried if c.val_metric >= best - slack), key=lambda c: c.k)
+        result.best_from, result.best_to = chosen.first, chosen.stop
+        for p, kept in zip(result.parties, chosen.kept, strict=True):
+            p.selected_at_best = kept.tolist()
+            p.components = None if len(kept) else 0
+        result.extra["count_choice"] = {
+            "tried": [c.row() for c in tried],
+            "chosen": chosen.k,
+            "tolerance": slack,
+        }
+        log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
+
+    def train_on(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        candidate: Candidate,
+        epochs: int,
+    ) -> None:
+        """Fresh models on ``candidate``'s features, VFL with early stopping."""
+        self.choosing = candidate.kept
+        with federation.traffic.in_phase("setup"):
+            self.setup_parties(federation, experiment)
+        size = int(self.cfg.model.bottom.embedding_size)
+        self.widths = [size if len(k) else 0 for k in candidate.kept]
+        self.server = self.make_server_model(experiment)
+        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        for p, kept in zip(result.parties, candidate.kept, strict=True):
+            p.selected = kept.tolist()
+        first = candidate.first
+        result.best_from, result.best_to = first, None  # early stopping within this training
+        self.run_epochs(federation, experiment, result, on_epoch, first, first + epochs)
+        candidate.stop = len(result.history)
+        rows = result.history[candidate.first : candidate.stop]
+        candidate.val_metric = max(r["val_metric"] for r in rows) if rows else -math.inf
+        candidate.mb = federation.traffic.total_bytes() / MB
+
+    def keep_spec(self, m: int) -> dict | None:
+        """While choosing: party ``m``'s ``keep`` instruction (no feature: no component)."""
+        if self.choosing is None:
+            return None
+        kept = self.choosing[m].tolist()
+        size = int(self.cfg.model.bottom.embedding_size)
+        return {"features": kept, "components": list(range(size)) if kept else []}

@@ -1,0 +1,34 @@
+"""LESS-VFL stage 3 along a local path of lambdas, chosen by held-out reconstruction."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings_path
+from vflfs.ml.prox import nonzero_columns
+
+
+def test_local_path_keeps_the_columns_the_embeddings_need():
+    torch.manual_seed(0)
+    X = torch.randn(400, 10)
+    model = nn.Sequential(nn.Linear(10, 8), nn.Linear(8, 4))
+    with torch.no_grad():
+        model[0].weight[:, 3:] = 0.0  # the embeddings depend on columns 0-2 only
+        targets = model(X).detach()
+        model[0].weight[:, 3:] = 0.05 * torch.randn(8, 7)  # ... but the model uses all ten
+    p = ProxSGD(lam=1.0, lr=0.05, prox_lr=0.01, epochs=80, batch_size=50, seed=0)
+    _, records = fit_embeddings_path(model, model[0], X, targets, p, points=8, tolerance=0.05)
+    assert len(records) == 8
+    assert [r["lam"] for r in records] == sorted(r["lam"] for r in records)
+    chosen = [r for r in records if r.get("chosen")]
+    assert len(chosen) == 1 and chosen[0]["r2"] >= max(r["r2"] for r in records) - 0.05
+    kept = nonzero_columns(model[0].weight).tolist()
+    assert kept == [0, 1, 2]
+
+
+def test_local_path_without_components_keeps_nothing():
+    model = nn.Sequential(nn.Linear(5, 4))
+    p = ProxSGD(lam=1.0, lr=0.05, prox_lr=0.01, epochs=4, batch_size=10, seed=0)
+    fit_embeddings_path(model, model[0], torch.randn(20, 5), torch.zeros(20, 0), p)
+    assert nonzero_columns(model[0].weight).numel() == 0
