@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
-from sklearn.neural_network import MLPClassifier
+from sklearn.neighbors import KNeighborsClassifier
 
 from vflfs.datasets import DataError, load_dataset
 
@@ -60,16 +60,16 @@ def test_label_noise_changes_about_its_share_of_labels():
 
 
 def test_an_oracle_on_the_relevant_columns_is_accurate():
+    """A small model on the relevant columns comes close to the best possible accuracy (about
+    0.975 with 5% label noise); on as many noise columns it is at chance."""
     ds = teacher(n_samples=3000, n_features=50, n_classes=2, n_relevant=5, label_noise=0.05)
-    Z = ds.X[:, ds.relevant]
-    Xtr, Xte, ytr, yte = train_test_split(Z, ds.y, test_size=0.3, random_state=0)
-    oracle = MLPClassifier((64,), max_iter=500, random_state=0).fit(Xtr, ytr)
-    assert 0.85 < oracle.score(Xte, yte) < 0.99
-    # ... while the same model on as many noise columns is at chance.
-    noise = np.setdiff1d(np.arange(50), ds.relevant)[:5]
-    Xtr, Xte, ytr, yte = train_test_split(ds.X[:, noise], ds.y, test_size=0.3, random_state=0)
-    blind = MLPClassifier((64,), max_iter=200, random_state=0).fit(Xtr, ytr)
-    assert blind.score(Xte, yte) < 0.6
+
+    def accuracy(columns: np.ndarray) -> float:
+        Xtr, Xte, ytr, yte = train_test_split(ds.X[:, columns], ds.y, random_state=0)
+        return KNeighborsClassifier(15).fit(Xtr, ytr).score(Xte, yte)
+
+    assert 0.85 < accuracy(ds.relevant) < 0.99
+    assert accuracy(np.setdiff1d(np.arange(50), ds.relevant)[:5]) < 0.6
 
 
 @pytest.mark.parametrize(
