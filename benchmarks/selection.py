@@ -31,7 +31,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vflfs.client_app.app import app as client_app
+from vflfs.federation import LocalGrid
+from vflfs.runtime.config import compose_config
 from vflfs.runtime.results import RESULTS, is_complete
+from vflfs.server_app.run import run_experiment
 
 from .selection_table import ORACLE, job_row, write_tables
 
@@ -144,11 +148,6 @@ def run_one(job: Job, out: Path, epochs: int, extra: Sequence[str] = ()) -> dict
     folder = job.folder(out)
     if is_complete(folder):
         return json.loads((folder / RESULTS).read_text())
-    from vflfs.client_app.app import app as client_app
-    from vflfs.federation import LocalGrid
-    from vflfs.runtime.config import compose_config
-    from vflfs.server_app.run import run_experiment
-
     cfg = compose_config(job.overrides(epochs, extra))
     try:
         return run_experiment(LocalGrid(client_app, int(cfg.split.num_parties)), cfg, folder)

@@ -101,7 +101,7 @@ class Experiment:
             task=str(d.task),
         )
         n = int(cfg.split.num_parties)
-        party_relevant(_opt_list(d.get("relevant")), n)  # its shape; the ranges after alignment
+        party_relevant(_plain(d.get("relevant")), n)  # its shape; the ranges after alignment
         empty = np.zeros(0, np.int64)
         return cls(
             cfg=cfg,
@@ -133,7 +133,7 @@ class Experiment:
             )
         y = np.asarray(official.y)[keep]
         offsets = np.concatenate([[0], np.cumsum(n_features)]).astype(np.int64)
-        relevant = party_relevant(_opt_list(self.cfg.dataset.get("relevant")), len(n_features))
+        relevant = party_relevant(_plain(self.cfg.dataset.get("relevant")), len(n_features))
         return replace(
             self,
             y=y,
@@ -201,6 +201,11 @@ def _sample_splits(cfg: DictConfig, y, task: str, train_idx, test_idx) -> Sample
 def _noise(cfg: DictConfig, n: int) -> list[float]:
     ratio = cfg.noise.ratio
     return noise_ratios(n, OmegaConf.to_container(ratio) if OmegaConf.is_config(ratio) else ratio)
+
+
+def _plain(value):
+    """A config value as plain Python (lists and dicts converted, scalars as they are)."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def _opt_list(value) -> list | None:
