@@ -9,6 +9,7 @@ Every bad input raises :class:`DataError` (a ``ValueError``) naming the problem 
 
 from vflfs.datasets import benchmarks as _benchmarks  # noqa: F401  (registers loaders)
 from vflfs.datasets import synthetic as _synthetic  # noqa: F401
+from vflfs.datasets import teacher as _teacher  # noqa: F401
 from vflfs.datasets import user_files as _user_files  # noqa: F401
 from vflfs.datasets.dataset import TASKS, Dataset, make_dataset
 from vflfs.datasets.errors import DataError

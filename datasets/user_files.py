@@ -1,7 +1,9 @@
 """Loaders for the user's own files: ``npz`` (arrays X, y) and ``csv`` / ``parquet`` tables.
 
 ``path`` is absolute or relative to the data directory (``dataset.data_dir`` /
-``VFLFS_DATA_DIR``; the current directory when neither is set).
+``VFLFS_DATA_DIR``; the current directory when neither is set). ``relevant`` (optional) lists
+the columns known to carry the signal, so that ``results.json`` reports the selection's
+precision and recall (:mod:`vflfs.datasets.relevant`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,23 @@ from vflfs.datasets.errors import DataError
 from vflfs.datasets.npz_files import read_npz
 from vflfs.datasets.paths import check_file, resolve_user_path
 from vflfs.datasets.registry import Loader, register_dataset
+from vflfs.datasets.relevant import relevant_indices
 
 
 @register_dataset("npz")
-def load_npz(data_dir: Path | None, *, path: str, task: str = "classification") -> Dataset:
-    """Read a user ``.npz`` with keys ``X``, ``y`` and optional ``train_idx``/``test_idx``."""
+def load_npz(
+    data_dir: Path | None,
+    *,
+    path: str,
+    task: str = "classification",
+    relevant: Sequence[int] | None = None,
+) -> Dataset:
+    """Read a user ``.npz`` with keys ``X``, ``y`` and optional ``train_idx``/``test_idx``;
+    ``relevant``: the known relevant columns of X (indices), if any."""
     check_task(task)
     file = resolve_user_path(path, data_dir)
     arrays = read_npz(file)
+    n_features = int(arrays["X"].shape[1]) if arrays["X"].ndim == 2 else 0
     return make_dataset(
         f"npz:{file.name}",
         arrays["X"],
@@ -31,6 +42,7 @@ def load_npz(data_dir: Path | None, *, path: str, task: str = "classification") 
         task,
         train_idx=arrays.get("train_idx"),
         test_idx=arrays.get("test_idx"),
+        relevant=relevant_indices(relevant, n_features) if n_features else None,
     )
 
 
@@ -59,6 +71,7 @@ def _table_loader(kind: str) -> Loader:
         label_column: str | None = None,
         task: str = "classification",
         drop_columns: Sequence[str] = (),
+        relevant: Sequence[int | str] | None = None,
     ) -> Dataset:
         check_task(task)
         file = check_file(resolve_user_path(path, data_dir))
@@ -73,7 +86,8 @@ def _table_loader(kind: str) -> Loader:
             raise DataError(
                 f"cannot read {file} as {kind} ({exc}); fix: check the file format"
             ) from exc
-        return frame_dataset(f"{kind}:{file.name}", frame, label_column, task, drop_columns)
+        name = f"{kind}:{file.name}"
+        return frame_dataset(name, frame, label_column, task, drop_columns, relevant)
 
     load.__name__ = f"load_{kind}"
     load.__doc__ = doc
@@ -90,8 +104,10 @@ def frame_dataset(
     label_column: str | None,
     task: str = "classification",
     drop_columns: Sequence[str] = (),
+    relevant: Sequence[int | str] | None = None,
 ) -> Dataset:
-    """Turn a table into a :class:`Dataset`: ``label_column`` is y, the other columns X."""
+    """Turn a table into a :class:`Dataset`: ``label_column`` is y, the other columns X;
+    ``relevant`` (feature column indices or names) the known relevant columns, if any."""
     available = [str(c) for c in frame.columns]
     if label_column is None or label_column not in frame.columns:
         raise DataError(
@@ -117,8 +133,13 @@ def frame_dataset(
             f"dataset '{name}': feature column(s) {with_missing} have missing values; fix: "
             "impute them or drop those rows/columns before loading"
         )
+    names = [str(c) for c in features.columns]
     return make_dataset(
-        name, features.to_numpy(dtype="float32"), frame[label_column].to_numpy(), task
+        name,
+        features.to_numpy(dtype="float32"),
+        frame[label_column].to_numpy(),
+        task,
+        relevant=relevant_indices(relevant, len(names), names=names),
     )
 
 

@@ -79,19 +79,23 @@ def split_to_files(
         labels["split"] = split[labels_rows]
     labels_path = _write(out / f"labels.{fmt}", labels, None)
     parties = []
+    relevant = set() if dataset.relevant is None else set(dataset.relevant.tolist())
     for m, columns in enumerate(experiment.columns):
         rows = _rows(n, drop, rng, shuffle=not keep_order)
         names = [f"c{int(c)}" for c in columns]
         path = _write(
             out / f"party_{m}.{fmt}", {"id": ids[rows]}, (dataset.X[rows][:, columns], names)
         )
-        parties.append({"path": str(path), "rows": int(len(rows)), "columns": columns.tolist()})
+        party = {"path": str(path), "rows": int(len(rows)), "columns": columns.tolist()}
+        if dataset.relevant is not None:  # the party file's own column positions
+            party["relevant"] = [j for j, c in enumerate(columns.tolist()) if c in relevant]
+        parties.append(party)
     manifest = {
         "dataset": str(cfg.dataset.name),
         "overrides": list(overrides),
         "labels": {"path": str(labels_path), "rows": int(len(labels_rows))},
         "parties": parties,
-        "server_overrides": server_overrides(overrides, str(labels_path), len(parties)),
+        "server_overrides": server_overrides(overrides, str(labels_path), parties),
     }
     (out / "split.json").write_text(json.dumps(manifest, indent=2))
     return manifest
@@ -123,18 +127,27 @@ def _write(path: Path, columns: dict, features: tuple[np.ndarray, list[str]] | N
     return path
 
 
-def server_overrides(overrides: list[str], labels_path: str, num_parties: int) -> list[str]:
+def server_overrides(overrides: list[str], labels_path: str, parties: list[dict]) -> list[str]:
     """The server's overrides for the files: the user's, with the dataset and column split
-    replaced by ``dataset=party_files`` and the labels file."""
+    replaced by ``dataset=party_files`` and the labels file (and the parties' known relevant
+    columns where the dataset has them)."""
     keep = [
         o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(("dataset", "split"))
     ]
     return [
         "dataset=party_files",
         f"dataset.labels_path={labels_path}",
-        f"split.num_parties={num_parties}",
+        f"split.num_parties={len(parties)}",
+        *_relevant_override(parties),
         *keep,
     ]
+
+
+def _relevant_override(parties: list[dict]) -> list[str]:
+    if not all("relevant" in p for p in parties):
+        return []
+    lists = ",".join("[" + ",".join(map(str, p["relevant"])) + "]" for p in parties)
+    return [f"dataset.relevant=[{lists}]"]
 
 
 def usage_text(manifest: dict) -> str:

@@ -6,6 +6,7 @@ training with an error that names the problem.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -20,6 +21,7 @@ from vflfs.datasets import (
     split_samples,
 )
 from vflfs.datasets.party_files import LabelsFile, load_labels_file
+from vflfs.datasets.relevant import global_relevant, party_relevant
 from vflfs.ml.models import Task, party_seed
 
 PARTY_FILES = "party_files"  # dataset name: every party reads its own file (deployment)
@@ -99,6 +101,7 @@ class Experiment:
             task=str(d.task),
         )
         n = int(cfg.split.num_parties)
+        party_relevant(_plain(d.get("relevant")), n)  # its shape; the ranges after alignment
         empty = np.zeros(0, np.int64)
         return cls(
             cfg=cfg,
@@ -116,7 +119,8 @@ class Experiment:
         self, keep: np.ndarray, party_rows: list[np.ndarray], n_features: list[int], key: str
     ) -> Experiment:
         """The experiment on the aligned samples: the labels file's rows ``keep`` (in its
-        order), party m's rows ``party_rows[m]`` of its own file, its ``n_features[m]`` columns."""
+        order), party m's rows ``party_rows[m]`` of its own file, its ``n_features[m]`` columns,
+        numbered party after party (party 1's first column is ``n_features[0]``)."""
         if self.labels is None:
             raise ValueError("only a party-files experiment can be aligned")
         official = self.labels.labels
@@ -128,11 +132,16 @@ class Experiment:
                 where[r][where[r] >= 0] for r in (official.train_idx, official.test_idx)
             )
         y = np.asarray(official.y)[keep]
+        offsets = np.concatenate([[0], np.cumsum(n_features)]).astype(np.int64)
+        relevant = party_relevant(_plain(self.cfg.dataset.get("relevant")), len(n_features))
         return replace(
             self,
             y=y,
             splits=_sample_splits(self.cfg, y, official.task, train_idx, test_idx),
-            columns=[np.arange(d, dtype=np.int64) for d in n_features],
+            columns=[np.arange(a, b, dtype=np.int64) for a, b in itertools.pairwise(offsets)],
+            relevant=None
+            if relevant is None
+            else global_relevant(relevant, n_features, "dataset.relevant"),
             party_rows=[np.asarray(r, np.int64) for r in party_rows],
             alignment_id=key,
         )
@@ -192,6 +201,11 @@ def _sample_splits(cfg: DictConfig, y, task: str, train_idx, test_idx) -> Sample
 def _noise(cfg: DictConfig, n: int) -> list[float]:
     ratio = cfg.noise.ratio
     return noise_ratios(n, OmegaConf.to_container(ratio) if OmegaConf.is_config(ratio) else ratio)
+
+
+def _plain(value):
+    """A config value as plain Python (lists and dicts converted, scalars as they are)."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def _opt_list(value) -> list | None:
