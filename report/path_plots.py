@@ -210,8 +210,9 @@ def _x_scale(ax: Any, values: pd.Series) -> None:
     positive = values[values > 0]
     if positive.empty or positive.max() / positive.min() <= 100:
         return
-    if (values <= 0).any():
-        ax.set_xscale("symlog", linthresh=float(positive.min()))
+    if (values <= 0).any():  # nothing kept at the path's end: linear from 0 to the least
+        ax.set_xscale("symlog", linthresh=float(positive.min()), linscale=0.5)
+        ax.set_xlim(-0.2 * float(positive.min()), float(positive.max()) * 1.5)
     else:
         ax.set_xscale("log")
 

@@ -164,3 +164,13 @@ def test_report_of_a_real_path_run(tmp_path):
         assert (out / f"{name}_synthetic_madelon.png").stat().st_size > 5000
         assert f"![{name}_synthetic_madelon]({name}_synthetic_madelon.png)" in md
     assert ("## Warnings" in md) == bool(summary["warnings"])
+
+
+def test_a_path_down_to_no_feature_keeps_zero_on_the_axis(tmp_path):
+    points = path([1000, 50, 5, 0], [0.80, 0.84, 0.82, 0.50])
+    write(tmp_path / "stg", path_result("stg", 0, points, {"point": 2, "tolerance": 0.03}, []))
+    runs = collect_runs(tmp_path)
+    found, _ = path_runs(runs.table, runs.results, ["dataset"], ["strategy"])
+    ax = path_figure(found, "madelon", "kept", colours([("stg",)])).axes[0]
+    assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] < 0 < ax.get_xlim()[1]
+    assert ax.get_xlim()[1] > 1000
