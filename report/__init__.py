@@ -3,7 +3,8 @@
 ``vflfs report <root>`` collects every completed run under ``<root>`` (:mod:`.collect`),
 filters them (:mod:`.filters`), pivots them into ``report.csv`` and ``report.md``
 (:mod:`.table`, :mod:`.markdown`) beside published figures (:mod:`.published`), and draws the
-curves and per-party importance (:mod:`.plots`, :mod:`.importance_plots`).
+curves, the regularisation path and per-party importance (:mod:`.plots`, :mod:`.path_plots`,
+:mod:`.importance_plots`); runs' ``warnings`` are listed (:mod:`.run_warnings`).
 """
 
 from vflfs.report.build import Report, ReportOptions, build_report

@@ -15,8 +15,9 @@ import pandas as pd
 from vflfs.report.collect import Runs, collect_runs
 from vflfs.report.errors import ReportError
 from vflfs.report.filters import BestBy, apply_where, keep_best, require_columns
-from vflfs.report.markdown import cell_caption, render_table
+from vflfs.report.markdown import WARNING_MARK, cell_caption, render_table
 from vflfs.report.published import PublishedTable, published_table
+from vflfs.report.run_warnings import RunWarning, mark_warned, run_warnings
 from vflfs.report.table import OURS, PivotSpec, aggregate, published_cells
 
 
@@ -44,6 +45,7 @@ class Report:
     table: str  # the markdown table with its caption
     files: list[Path] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)  # those of the used runs
 
 
 def build_report(options: ReportOptions) -> Report:
@@ -59,13 +61,14 @@ def build_report(options: ReportOptions) -> Report:
     require_columns(runs.table, spec.rows, "--rows")
     require_columns(runs.table, spec.cols, "--cols")
     require_columns(runs.table, spec.values, "--values")
-    used = select_rows(runs.table, options)
+    used = mark_warned(select_rows(runs.table, options), runs.results)
     tables = [published_table(name) for name in options.published]
     ours = aggregate(used, spec)
     theirs, messages = published_cells(ours, spec, tables)
     cells = pd.concat([ours, theirs], ignore_index=True) if not theirs.empty else ours
     table = f"Cell: {cell_caption(ours, spec)}\n\n{render_table(cells, spec, _labels(tables))}"
     report = Report(runs=runs, used=used, cells=cells, table=table, messages=messages)
+    report.warnings = run_warnings(used, runs.results)
     _write(report, options, tables)
     return report
 
@@ -92,11 +95,16 @@ def _write(report: Report, options: ReportOptions, tables: list[PublishedTable])
     if options.plots:
         from vflfs.report.history import curves_for
         from vflfs.report.importance_plots import plot_importance
+        from vflfs.report.path_plots import plot_paths
         from vflfs.report.plots import plot_curves
 
         spec = options.spec
         curves = curves_for(report.used, spec.rows, spec.cols)
-        drawn = plot_curves(curves, out, legend=", ".join(spec.cols))
+        legend = ", ".join(spec.cols)
+        drawn = plot_curves(curves, out, legend=legend)
+        drawn.extend(
+            plot_paths(report.used, report.runs.results, out, spec.rows, spec.cols, legend)
+        )
         drawn.extend(plot_importance(report.used, report.runs.results, out))
         report.files.extend(drawn.files)
         report.messages.extend(drawn.messages)
@@ -107,7 +115,8 @@ def _write(report: Report, options: ReportOptions, tables: list[PublishedTable])
 def compose_markdown(
     report: Report, options: ReportOptions, tables: list[PublishedTable], out: Path
 ) -> str:
-    """``report.md``: provenance, the table, published sources, skipped folders, plots."""
+    """``report.md``: provenance, the table, published sources, run warnings, skipped folders,
+    plots."""
     runs, used = report.runs, report.used
     lines = [
         "# vflfs report",
@@ -120,6 +129,11 @@ def compose_markdown(
     lines += ["", report.table, "", _n_line(report.cells, options.spec)]
     if tables:
         lines += ["", "Published figures:", "", *(f"- ({t.label}): {t.source}" for t in tables)]
+    if report.warnings:
+        count = f"{len(report.warnings)} warning(s) in the runs used"
+        mark = f"the table marks their cells {WARNING_MARK} and the number of runs"
+        lines += ["", "## Warnings", "", f"{count} ({mark}):", ""]
+        lines += [f"- {w.line()}" for w in report.warnings]
     if runs.skipped:
         lines += ["", "## Skipped", "", *(f"- {s}" for s in runs.skipped_summary())]
     images = [f for f in report.files if f.suffix == ".png"]

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     if skipped:
         print(f"skipped {len(skipped)} folder(s):")
         print("".join(f"  {line}\n" for line in skipped), end="")
+    for warning in report.warnings:
+        print(f"warning: {warning.line()}")
     for message in report.messages:
         print(f"note: {message}")
     print("wrote:")

@@ -22,7 +22,7 @@ from vflfs.runtime.results import CONFIG, ERROR, HISTORY, RESULTS
 # Files any run folder holds once it started; hidden folders (Hydra's ``.hydra``) are not runs.
 MARKERS = (RESULTS, ERROR, HISTORY, CONFIG)
 # Per-run lists that do not fit a flat row (plots read them from ``Runs.results``).
-SKIP_KEYS = ("folds", "importance", "parties", "step_losses")
+SKIP_KEYS = ("folds", "importance", "parties", "path", "step_losses")
 # Keys a fold reports for itself: a CV run's own value (e.g. a mean) must not leak into a fold.
 PER_FOLD_KEYS = (
     "test_metric",

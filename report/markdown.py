@@ -1,5 +1,7 @@
 """The pivot as a markdown table: cells like ``98.9 ± 0.3 / 0.05``, published columns beside.
 
+A cell holding runs (folds) that carry warnings ends in ``⚠`` and their count.
+
 A published column (``fedsdg_fs (paper)``) follows our column of the same strategy; published
 columns without one of ours (or without a vflfs equivalent, e.g. ``VFLFS (paper)``) come last.
 """
@@ -18,7 +20,9 @@ from vflfs.report.formatting import (
     is_metric_column,
     metric_label,
 )
-from vflfs.report.table import OURS, PivotSpec, order_key
+from vflfs.report.table import OURS, WARNED, PivotSpec, order_key
+
+WARNING_MARK = "⚠"  # a cell holding runs with warnings: the mark and how many
 
 
 def cell_text(record: dict[str, Any], spec: PivotSpec) -> str:
@@ -33,7 +37,8 @@ def cell_text(record: dict[str, Any], spec: PivotSpec) -> str:
         n = 1 if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
         mean, std = record.get(f"{value}.mean"), record.get(f"{value}.std")
         parts.append(format_stat(value, _num(mean), _num(std), n, metric) if n else MISSING)
-    return " / ".join(parts)
+    warned = _num(record.get(WARNED))
+    return " / ".join(parts) + (f" {WARNING_MARK}{int(warned)}" if warned > 0 else "")
 
 
 def cell_caption(cells: pd.DataFrame, spec: PivotSpec) -> str:

@@ -2,8 +2,9 @@
 
 :func:`aggregate` gives the machine-readable cells (``report.csv``: one line per cell, columns
 ``<value>.mean``, ``<value>.std``, ``<value>.n`` in the runs' own units, accuracy as a
-fraction); :func:`published_cells` adds a published table's figures as more cells, with
-``source`` naming the table (ours are ``vflfs``).
+fraction, and ``warned``: how many of the cell's runs or folds carry warnings);
+:func:`published_cells` adds a published table's figures as more cells, with ``source``
+naming the table (ours are ``vflfs``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from vflfs.report.published import PublishedTable
 
 OURS = "vflfs"
+WARNED = "warned"  # a row is 1 where its run (fold) carries warnings; a cell counts them
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ def aggregate(table: pd.DataFrame, spec: PivotSpec) -> pd.DataFrame:
             record[f"{value}.mean"] = float(numbers.mean()) if len(numbers) else math.nan
             record[f"{value}.std"] = float(numbers.std()) if len(numbers) > 1 else math.nan
             record[f"{value}.n"] = int(len(numbers))
+        if WARNED in group.columns:
+            record[WARNED] = int(group[WARNED].sum())
         records.append(record)
     records.sort(key=lambda r: tuple(order_key(r[k]) for k in spec.keys))
     return pd.DataFrame(records)

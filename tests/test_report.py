@@ -282,13 +282,15 @@ def test_entry_dispatches_report_and_run(root, monkeypatch, capsys):
 def test_report_of_two_real_runs(tmp_path):
     for seed in (0, 1):
         run_local(tiny_config(f"training.epochs=2 seed={seed}"), tmp_path / "sweep" / str(seed))
-    tests = [
-        json.loads((tmp_path / "sweep" / s / "results.json").read_text())["test_metric"]
-        for s in ("0", "1")
+    summaries = [
+        json.loads((tmp_path / "sweep" / s / "results.json").read_text()) for s in ("0", "1")
     ]
+    tests = [s["test_metric"] for s in summaries]
+    warned = sum(bool(s["warnings"]) for s in summaries)
     csv, md = report(tmp_path / "sweep")
     mean, std = statistics.mean(tests), statistics.stdev(tests)
     expected = f"{100 * mean:.1f}" + (f" ± {100 * std:.1f}" if std > 0 else "") + " / 1.00"
+    expected += f" ⚠{warned}" if warned else ""
     assert md_row(md, "synthetic_madelon")[1] == expected
     assert cell(csv, "vfl", "synthetic_madelon")["test_metric.mean"] == pytest.approx(mean)
     assert (tmp_path / "sweep" / "rep" / "metric_vs_mb_synthetic_madelon.png").stat().st_size > 0
