@@ -102,6 +102,12 @@ class GroupLasso(PathStrategy):
         result.extra["pruned_at_epoch"] = self.lasso_epochs
         result.extra["components_kept"] = [len(r["components"]) for _, r in sorted(replies.items())]
 
+    def components_in_use(self, m: int, reply: dict) -> int | None:
+        """Components whose column of the server's input layer is non-zero."""
+        if self.refitting:
+            return super().components_in_use(m, reply)
+        return len(nonzero_columns(self.server.input_layers[m].weight))
+
     def row_extras(self) -> dict:
         if self.refitting:
             return {**super().row_extras(), "components_kept": int(sum(self.widths))}

@@ -280,6 +280,24 @@ class PathStrategy(VFL):
             spec["penalty_scale"] = 0.0  # the dense warm-up
         return spec
 
+    def within_budget(self, federation: Federation, chosen: PathPoint) -> list[list[int]]:
+        """The chosen point's features, cut to ``path.max_features`` by the parties' own
+        importance (gate or input-column norm) when the path never came within the budget."""
+        budget = self.path.max_features
+        if budget is None or chosen.kept <= budget:
+            return chosen.selected
+        values = [np.asarray(r["values"]) for r in federation.broadcast("query.importance")]
+        ranked = sorted(
+            (float(v[f]), m, f)
+            for m, (v, sel, c) in enumerate(
+                zip(values, chosen.selected, chosen.components, strict=True)
+            )
+            if c
+            for f in sel
+        )[::-1][:budget]
+        log.info("the path ended above the budget: keeping the %d most important features", budget)
+        return [sorted(f for _, n, f in ranked if n == m) for m in range(len(values))]
+
     def refit(
         self,
         federation: Federation,
@@ -290,16 +308,17 @@ class PathStrategy(VFL):
         chosen: PathPoint,
     ) -> None:
         """Fresh models on the chosen features and components, trained without penalty."""
+        selected = self.within_budget(federation, chosen)
         self.refitting, self.stage = True, "refit"
         # A party that keeps no feature sends nothing, and one whose components are all
         # closed keeps no feature: neither could change the prediction.
         self.refit_keep = [
             {"features": f if c else [], "components": c if f else []}
-            for f, c in zip(chosen.selected, chosen.components, strict=True)
+            for f, c in zip(selected, chosen.components, strict=True)
         ]
         with federation.traffic.in_phase("setup"):
             self.setup_parties(federation, experiment)
-        self.widths = [len(c) for c in chosen.components]
+        self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
         self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):

@@ -306,6 +306,9 @@ class VFL(Strategy):
                 sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
         for m, r in replies.items():
             result.parties[m].selected = np.asarray(r["selected"]).tolist()
+            components = self.components_in_use(m, r)
+            if components is not None:
+                result.parties[m].components = components
         result.step_losses.extend(losses)
         selection = result.selection(current=True)
         row = {
@@ -333,6 +336,12 @@ class VFL(Strategy):
             log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
             return True
         return False
+
+    def components_in_use(self, m: int, reply: dict) -> int | None:
+        """How many of party ``m``'s embedding components reach the top model now (None: all);
+        a party with none selects nothing. Here: those its evaluation reply sent."""
+        mask = reply.get("eval_open")
+        return None if mask is None else int(np.count_nonzero(mask))
 
     def row_extras(self) -> dict:
         """Columns a strategy adds to every history row (the same keys in every row).

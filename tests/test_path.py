@@ -121,3 +121,10 @@ def test_each_name_is_its_own_strategy():
 
     assert STRATEGIES["vfl"] is VFL
     assert STRATEGIES["stg"] is STG and STRATEGIES["group_lasso"] is GroupLasso
+
+
+def test_a_budget_caps_the_refit(tmp_path):
+    cfg = tiny_config(f"strategy=stg {QUICK} strategy.path.points=2 strategy.path.max_features=3")
+    summary = run_local(cfg, tmp_path)
+    assert summary["selection"]["selected_features"] <= 3
+    assert summary["selection"]["selected_features"] >= 1
