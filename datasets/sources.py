@@ -24,7 +24,7 @@ from vflfs.datasets.converters import (
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.origins import ArchiveOrigin, OpenMLOrigin, Origin, RemoteFile, single_file
 
-UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases"
+UCI = "https://archive.ics.uci.edu/static/public"
 SCIKIT_FEATURE = "https://jundongl.github.io/scikit-feature/files/datasets"
 SCIKIT_FEATURE_PAGE = "https://jundongl.github.io/scikit-feature/datasets.html"
 AGNOSTIC = "https://www.agnostic.inf.ethz.ch/datasets/DataAgnos"
@@ -46,23 +46,24 @@ class DatasetSpec:
     origin: Origin
 
 
-def _nips2003(name: str, with_test: bool) -> ArchiveOrigin:
-    folder = f"{UCI}/{name}"
-    parts = ["train.data", "train.labels", "valid.data"] + (["test.data"] if with_test else [])
-    files = [RemoteFile(f"{name}_{p}", f"{folder}/{name.upper()}/{name}_{p}") for p in parts]
-    # The validation labels were published after the challenge, beside the data folder.
-    files.append(RemoteFile(f"{name}_valid.labels", f"{folder}/{name}_valid.labels"))
+def _nips2003(name: str, uci_id: int, with_test: bool) -> ArchiveOrigin:
+    """UCI's archive of a NIPS 2003 challenge dataset: ``NAME/name_{train,valid,test}.data``,
+    ``NAME/name_train.labels`` and ``name_valid.labels`` (published after the challenge)."""
+    archive = f"{name}.zip"
 
     def convert(paths: Mapping[str, Path]) -> Arrays:
+        def member(part: str) -> bytes:
+            return zip_member(paths[archive], f"{name}_{part}")
+
         return from_challenge_files(
-            paths[f"{name}_train.data"],
-            paths[f"{name}_train.labels"],
-            paths[f"{name}_valid.data"],
-            paths[f"{name}_valid.labels"],
-            paths[f"{name}_test.data"] if with_test else None,
+            member("train.data"),
+            member("train.labels"),
+            member("valid.data"),
+            member("valid.labels"),
+            member("test.data") if with_test else None,
         )
 
-    return ArchiveOrigin(tuple(files), convert)
+    return ArchiveOrigin((RemoteFile(archive, f"{UCI}/{uci_id}/{archive}"),), convert)
 
 
 def _sylva(paths: Mapping[str, Path]) -> Arrays:
@@ -99,7 +100,7 @@ SPECS: dict[str, DatasetSpec] = {
             "X_test_unlabeled = official test (1800, labels never released)",
             shape=(2600, 500),
             checksum="c2174234039783328ccf07f37a195256d3bf48e6cb9c9ab808536ecf0cf21f2e",
-            origin=_nips2003("madelon", with_test=True),
+            origin=_nips2003("madelon", 171, with_test=True),
         ),
         DatasetSpec(
             name="arcene",
@@ -109,7 +110,7 @@ SPECS: dict[str, DatasetSpec] = {
             split="train_idx = official train (100), test_idx = official validation (100)",
             shape=(200, 10000),
             checksum="4b637e4a0a6b6e805bb56d17b939d44bee26ac00afbe02bb74c4d405c5887048",
-            origin=_nips2003("arcene", with_test=False),
+            origin=_nips2003("arcene", 167, with_test=False),
         ),
         _scikit_feature(
             "basehock",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -16,21 +17,34 @@ def expected(X: np.ndarray, labels: np.ndarray, **extra: np.ndarray) -> dict[str
     return {"X": X.astype(np.float32), "y": y, "classes": classes, **extra}
 
 
-def write_text(path: Path, rows: np.ndarray) -> None:
+def text_table(rows: np.ndarray) -> str:
     """A challenge-style text table: space-separated integers, a trailing space on each line."""
-    path.write_text("".join(" ".join(str(int(v)) for v in row) + " \n" for row in rows))
+    return "".join(" ".join(str(int(v)) for v in row) + " \n" for row in np.atleast_2d(rows))
+
+
+def write_uci_zip(path: Path, name: str, tables: dict[str, np.ndarray]) -> None:
+    """UCI's archive of a NIPS 2003 dataset: ``NAME/name_<part>`` files, the validation labels
+    beside the folder (``tables`` maps ``train.data`` etc. to rows)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        for part, rows in tables.items():
+            folder = "" if part == "valid.labels" else f"{name.upper()}/"
+            zf.writestr(f"{folder}{name}_{part}", text_table(rows))
+        zf.writestr("Dataset.pdf", b"%PDF-1.4")
 
 
 def madelon_sources(folder: Path) -> dict[str, np.ndarray]:
-    """Tiny UCI MADELON files (train, valid, test data; train and valid labels) in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """A tiny UCI ``madelon.zip`` (train, valid and test data, train and valid labels)."""
     train, valid, test = (RNG.integers(0, 999, size=(n, 6)) for n in (8, 4, 3))
     train_labels, valid_labels = np.tile([-1, 1], 4), np.array([1, 1, -1, 1])
-    write_text(folder / "madelon_train.data", train)
-    write_text(folder / "madelon_valid.data", valid)
-    write_text(folder / "madelon_test.data", test)
-    write_text(folder / "madelon_train.labels", train_labels[:, None])
-    write_text(folder / "madelon_valid.labels", valid_labels[:, None])
+    tables = {
+        "train.data": train,
+        "train.labels": train_labels[:, None],
+        "valid.data": valid,
+        "valid.labels": valid_labels[:, None],
+        "test.data": test,
+    }
+    write_uci_zip(folder / "madelon.zip", "madelon", tables)
     return expected(
         np.vstack([train, valid]),
         np.concatenate([train_labels, valid_labels]),

@@ -26,7 +26,7 @@ from vflfs.datasets.origins import single_file
 from vflfs.datasets.sources import SPECS
 
 from openml_cache import write_openml_cache
-from source_files import RNG, expected, madelon_sources, write_text
+from source_files import RNG, expected, madelon_sources, text_table, write_uci_zip
 
 
 def with_checksum(name: str, arrays: dict[str, np.ndarray], **changes):
@@ -101,16 +101,20 @@ def test_madelon_keeps_the_official_split_and_test_rows(tmp_path):
 
 
 def test_arcene_leaves_out_the_unlabelled_test_rows(tmp_path):
-    sources = tmp_path / "sources"
-    sources.mkdir()
     train, valid = RNG.integers(0, 999, size=(4, 5)), RNG.integers(0, 999, size=(2, 5))
-    write_text(sources / "arcene_train.data", train)
-    write_text(sources / "arcene_valid.data", valid)
-    write_text(sources / "arcene_train.labels", np.array([[1], [-1], [1], [1]]))
-    write_text(sources / "arcene_valid.labels", np.array([[-1], [1]]))
+    train_labels, valid_labels = np.array([1, -1, 1, 1]), np.array([-1, 1])
+    sources = tmp_path / "sources"
+    tables = {
+        "train.data": train,
+        "train.labels": train_labels[:, None],
+        "valid.data": valid,
+        "valid.labels": valid_labels[:, None],
+        "test.data": RNG.integers(0, 999, size=(3, 5)),
+    }
+    write_uci_zip(sources / "arcene.zip", "arcene", tables)
     want = expected(
         np.vstack([train, valid]),
-        np.array([1, -1, 1, 1, -1, 1]),
+        np.concatenate([train_labels, valid_labels]),
         train_idx=np.arange(4, dtype=np.int64),
         test_idx=np.arange(4, 6, dtype=np.int64),
     )
@@ -164,8 +168,8 @@ def test_sylva_reads_the_training_rows_from_the_challenge_zip(tmp_path):
     sources.mkdir()
     rows, labels = RNG.integers(0, 999, size=(5, 4)), np.array([-1, -1, 1, -1, 1])
     with zipfile.ZipFile(sources / "SYLVA.zip", "w") as zf:
-        zf.writestr("SYLVA/sylva_train.data", "".join(" ".join(map(str, r)) + " \n" for r in rows))
-        zf.writestr("SYLVA/sylva_train.labels", "".join(f"{v}\n" for v in labels))
+        zf.writestr("SYLVA/sylva_train.data", text_table(rows))
+        zf.writestr("SYLVA/sylva_train.labels", text_table(labels[:, None]))
         zf.writestr("SYLVA/sylva_valid.data", "1 2 3 4 \n")
     want = expected(rows, labels)
 
