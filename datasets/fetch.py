@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -56,7 +57,7 @@ def file_state(spec: DatasetSpec, data_dir: Path) -> FileState:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return FileState.UNREADABLE
     return FileState.VALID if arrays_sha256(arrays) == spec.checksum else FileState.DIFFERENT
 
@@ -82,19 +83,22 @@ def fetch_dataset(
     if state is FileState.VALID and not force:
         console.print(f"{spec.name}: present and valid ({path}); skipped")
         return FetchOutcome(spec.name, path, fetched=False)
-    if state in (FileState.DIFFERENT, FileState.UNREADABLE):
-        console.print(f"{spec.name}: {path} is {state.value} from the published data; replacing")
+    if state is FileState.DIFFERENT:
+        console.print(f"{spec.name}: {path} differs from the published data; replacing it")
+    elif state is FileState.UNREADABLE:
+        console.print(f"{spec.name}: {path} is not a readable .npz file; replacing it")
     console.print(f"{spec.name}: source: {spec.source} ({spec.page})")
     console.print(f"{spec.name}: licence: {spec.licence}")
     console.print(f"{spec.name}: from {spec.origin.describe()}")
     arrays, notes = _retrieve(spec, sources, console)
     digest = arrays_sha256(arrays)
     if digest != spec.checksum:
+        retry = "retry" if sources is None else f"delete the source files in {sources} and retry"
         raise DataError(
             f"{spec.name}: the converted arrays have SHA256 {digest}, not the recorded "
             f"{spec.checksum}, so the download is not the published data (changed, truncated "
-            f"or a different version); {path} was not written. fix: retry, or report the source "
-            f"change ({spec.page})"
+            f"or a different version); {path} was not written. fix: {retry}; if it persists, "
+            f"the source has changed ({spec.page})"
         )
     arrays["meta"] = np.array(json.dumps(_meta(spec, arrays, notes, digest)))
     write_npz_atomic(path, arrays)

@@ -204,6 +204,12 @@ def test_present_and_valid_file_is_skipped_and_a_different_one_replaced(tmp_path
     assert fetch_dataset(spec, data, sources=tmp_path / "sources").fetched
     assert file_state(spec, data) is FileState.VALID
 
+    for junk in (b"half a file", b"PK\x03\x04 truncated zip"):
+        (data / "madelon.npz").write_bytes(junk)
+        assert file_state(spec, data) is FileState.UNREADABLE
+    assert fetch_dataset(spec, data, sources=tmp_path / "sources").fetched
+    assert file_state(spec, data) is FileState.VALID
+
 
 class FailsToSave:
     """An array whose conversion fails, as a full disk fails a write half-way."""
