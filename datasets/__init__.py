@@ -1,7 +1,8 @@
 """Datasets for vflfs: loading, validation, and cutting data into parties.
 
 Loading goes through a registry (``load_dataset(name, data_dir, **params)``); the data
-directory comes from the config key ``dataset.data_dir`` or the env var ``VFLFS_DATA_DIR``.
+directory comes from the config key ``dataset.data_dir`` or the env var ``VFLFS_DATA_DIR``; the
+benchmarks fall back to the user cache folder that ``vflfs data fetch`` (:mod:`.fetch`) fills.
 Column splits say which columns each party holds, sample splits which rows are train /
 validation / test; a party's view adds spurious noise columns and scales on training rows.
 Every bad input raises :class:`DataError` (a ``ValueError``) naming the problem and the fix.
@@ -16,7 +17,7 @@ from vflfs.datasets.errors import DataError
 from vflfs.datasets.loading import clear_dataset_cache, load_dataset
 from vflfs.datasets.noise import UNEVEN_RATIOS, add_spurious_features, noise_ratios
 from vflfs.datasets.party_view import PartyData, build_party_data
-from vflfs.datasets.paths import DATA_DIR_ENV, resolve_data_dir
+from vflfs.datasets.paths import DATA_DIR_ENV, default_data_dir, resolve_data_dir
 from vflfs.datasets.registry import REGISTRY, dataset_names, register_dataset
 from vflfs.datasets.sample_splits import SampleSplits, kfold_splits, split_samples
 from vflfs.datasets.scaling import center, minmax_scale
@@ -37,6 +38,7 @@ __all__ = [
     "build_party_data",
     "clear_dataset_cache",
     "dataset_names",
+    "default_data_dir",
     "kfold_splits",
     "load_dataset",
     "make_dataset",

@@ -1,7 +1,8 @@
 """The real feature-selection benchmarks, one ``<name>.npz`` file each in the data directory.
 
 Files hold ``X`` (float32), ``y`` (int64, 0..K-1) and, where the source has an official split,
-``train_idx``/``test_idx``. See the README next to the files for sources and sizes.
+``train_idx``/``test_idx``. ``vflfs data fetch NAME`` downloads and converts them
+(:mod:`vflfs.datasets.fetch`); docs/datasets.md lists the sources and licences.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from vflfs.datasets.dataset import Dataset, make_dataset
+from vflfs.datasets.errors import DataError
 from vflfs.datasets.npz_files import read_npz
-from vflfs.datasets.paths import require_data_dir
+from vflfs.datasets.paths import CONFIG_KEY, DATA_DIR_ENV, benchmark_data_dir
 from vflfs.datasets.registry import Loader, register_dataset
 
 BENCHMARKS = (
@@ -28,9 +30,20 @@ IMAGE_SHAPES: dict[str, tuple[int, int]] = {"coil20": (32, 32)}
 
 
 def load_benchmark(name: str, data_dir: Path | None) -> Dataset:
-    """Read ``<data_dir>/<name>.npz`` into a classification :class:`Dataset`."""
-    root = require_data_dir(data_dir, f"dataset '{name}'")
-    arrays = read_npz(root / f"{name}.npz")
+    """Read ``<data_dir>/<name>.npz`` (the default data folder when ``data_dir`` is None) into a
+    classification :class:`Dataset`."""
+    path = benchmark_data_dir(data_dir) / f"{name}.npz"
+    if not path.is_file():
+        command = f"vflfs data fetch {name}" + (
+            "" if data_dir is None else f" --data-dir {data_dir}"
+        )
+        raise DataError(
+            f"dataset '{name}' is not downloaded: {path} does not exist; fix: run "
+            f"`{command}` (it writes {path}), or set the config key "
+            f"{CONFIG_KEY} or the environment variable {DATA_DIR_ENV} to the folder that "
+            f"holds {name}.npz"
+        )
+    arrays = read_npz(path)
     return make_dataset(
         name,
         arrays["X"],

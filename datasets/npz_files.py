@@ -1,9 +1,11 @@
-"""Reading ``.npz`` files safely (no pickle) into a plain dict of arrays."""
+"""Reading ``.npz`` files safely (no pickle) into a dict of arrays; writing them atomically."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,3 +36,26 @@ def read_npz(path: Path, required: Sequence[str] = ("X", "y")) -> dict[str, np.n
             "features as X and the labels as y, e.g. numpy.savez(path, X=X, y=y)"
         )
     return arrays
+
+
+def write_npz_atomic(path: Path, arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write ``arrays`` to a compressed ``.npz`` at ``path`` in one step.
+
+    The file is written under a temporary name in the same folder and renamed over ``path`` only
+    once complete, so a failure (full disk, interruption) leaves no half-written ``path`` and an
+    earlier file there untouched.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.part")
+    part = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez_compressed(handle, **dict(arrays))
+            handle.flush()
+            os.fsync(handle.fileno())
+        part.chmod(0o644)
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return path

@@ -2,7 +2,8 @@
 
 Library code never hard-codes a data location. The directory comes from the config key
 ``dataset.data_dir`` (passed in as ``data_dir``) or, failing that, the environment variable
-``VFLFS_DATA_DIR``.
+``VFLFS_DATA_DIR``. The benchmarks, which ``vflfs data fetch`` downloads, fall back to the
+user's cache folder (:func:`default_data_dir`) when neither is set.
 """
 
 from __future__ import annotations
@@ -14,6 +15,17 @@ from vflfs.datasets.errors import DataError
 
 DATA_DIR_ENV = "VFLFS_DATA_DIR"
 CONFIG_KEY = "dataset.data_dir"
+CACHE_ENV = "XDG_CACHE_HOME"
+
+
+def default_data_dir() -> Path:
+    """The benchmarks' folder when nothing is set: ``vflfs/datasets`` in the user's cache folder
+    (``$XDG_CACHE_HOME``, else ``~/.cache``; ``%LOCALAPPDATA%`` on Windows)."""
+    cache = os.environ.get(CACHE_ENV, "").strip()
+    if not cache and os.name == "nt":
+        cache = os.environ.get("LOCALAPPDATA", "").strip()
+    root = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return root / "vflfs" / "datasets"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
@@ -26,15 +38,9 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
     return None
 
 
-def require_data_dir(data_dir: Path | None, what: str) -> Path:
-    """Return ``data_dir`` or raise a DataError saying that no data directory is set."""
-    if data_dir is None:
-        raise DataError(
-            f"{what} needs a data directory, but none is set; fix: set the config key "
-            f"{CONFIG_KEY} (e.g. dataset.data_dir=/path/to/datasets) or the environment "
-            f"variable {DATA_DIR_ENV} to the folder that holds the data files"
-        )
-    return data_dir
+def benchmark_data_dir(data_dir: Path | None) -> Path:
+    """The folder of the benchmark files: ``data_dir`` if set, else :func:`default_data_dir`."""
+    return data_dir if data_dir is not None else default_data_dir()
 
 
 def resolve_user_path(path: str | os.PathLike[str] | None, data_dir: Path | None) -> Path:

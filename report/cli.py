@@ -5,9 +5,7 @@ vflfs report sweep/ --where '`selection.spurious_removed` >= 0.8' \\
     --best-by train_metric --group dataset,strategy
 vflfs report sweep/ --published fedsdg_table3 heldout_reference --out /tmp/report
 
-``vflfs`` itself (:func:`entry`) has three commands: ``report`` (this), ``run`` (forwards the
-rest of the command line to ``vflfs-run``, the Hydra training command) and ``split`` (per-party
-files plus a labels file from any dataset, :mod:`vflfs.runtime.split_files`).
+``vflfs report ...`` reaches :func:`main` through the ``vflfs`` command (:mod:`vflfs.cli`).
 """
 
 from __future__ import annotations
@@ -101,49 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     print("wrote:")
     print("".join(f"  {path}\n" for path in report.files), end="")
     return 0
-
-
-def entry() -> None:
-    """The ``vflfs`` command: ``vflfs report ...``, ``vflfs run ...`` (= ``vflfs-run ...``) or
-    ``vflfs split ...`` (= ``vflfs-split ...``)."""
-    argv = sys.argv[1:]
-    if argv and argv[0] == "report":
-        sys.exit(main(argv[1:]))
-    if argv and argv[0] == "run":
-        from vflfs.runtime.cli import main as run_main
-
-        sys.argv = ["vflfs run", *argv[1:]]
-        run_main()
-        return
-    if argv and argv[0] == "split":
-        from vflfs.runtime.split_files import main as split_main
-
-        sys.exit(split_main(argv[1:]))
-    top_parser().parse_args(argv or ["--help"])
-
-
-def top_parser() -> argparse.ArgumentParser:
-    """``vflfs --help``: the commands."""
-    p = argparse.ArgumentParser(prog="vflfs", description="Feature selection in VFL on Flower.")
-    commands = p.add_subparsers(dest="command", metavar="{run,report,split}", required=True)
-    commands.add_parser(
-        "run",
-        help="train one run or a Hydra sweep (the same as vflfs-run); `vflfs run --help` "
-        "shows Hydra's options",
-        add_help=False,
-    )
-    commands.add_parser(
-        "report",
-        help="table, plots and published figures over run folders; see `vflfs report --help`",
-        add_help=False,
-    )
-    commands.add_parser(
-        "split",
-        help="per-party files with an ID column plus a labels file from any dataset (to try "
-        "deployment on one machine); see `vflfs split --help`",
-        add_help=False,
-    )
-    return p
 
 
 def _names(values: list[str]) -> list[str]:

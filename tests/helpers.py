@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from vflfs.client_app.app import app as client_app
+from vflfs.datasets.paths import default_data_dir
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import compose_config
 from vflfs.server_app.run import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("VFLFS_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+# The benchmark files: $VFLFS_DATA_DIR, else the folder `vflfs data fetch all` writes to.
+DATA_DIR = Path(os.environ.get("VFLFS_DATA_DIR") or default_data_dir())
 
 # A small MADELON-like problem that trains in a second or two.
 TINY = (

@@ -19,12 +19,11 @@ from vflfs.datasets import (
     load_dataset,
     resolve_data_dir,
 )
+from vflfs.datasets.paths import default_data_dir
 
 from helpers import save_npz, small_xy
 
-DATA_DIR = os.environ.get(DATA_DIR_ENV) or str(
-    Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-)
+DATA_DIR = os.environ.get(DATA_DIR_ENV) or str(default_data_dir())
 needs_data = pytest.mark.skipif(
     not Path(DATA_DIR, "madelon.npz").is_file(), reason=f"benchmark files not in {DATA_DIR}"
 )
@@ -83,9 +82,10 @@ def test_missing_file_names_path_and_both_settings(tmp_path):
     assert "VFLFS_DATA_DIR" in message and "dataset.data_dir" in message
 
 
-def test_no_data_dir_names_both_settings(monkeypatch):
+def test_no_data_dir_looks_in_the_default_folder_and_names_both_settings(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    with pytest.raises(DataError, match="none is set") as info:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(DataError, match="vflfs data fetch arcene") as info:
         load_dataset("arcene")
     assert "VFLFS_DATA_DIR" in str(info.value) and "dataset.data_dir" in str(info.value)
 
