@@ -34,6 +34,27 @@ def test_every_job_gets_its_tuned_settings(dataset):
         if strategy.endswith("_filter"):
             assert (tuned.lr, tuned.epochs) == (table.vfl.lr, table.vfl.epochs)
             assert job.strategy.keep_fraction == 0.5
+        if strategy in ("stg", "fedsdg_fs"):
+            assert job.strategy.path.enabled is False  # the tuned fixed lambdas
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_defaults_protocol_has_no_setting_per_dataset(strategy):
+    """+experiment=fedsdg_table3_defaults: each strategy's configuration is the same on every
+    dataset (only the data and the key size of the secure scores are the experiment's)."""
+    jobs = [
+        compose_config(
+            ["+experiment=fedsdg_table3_defaults", f"dataset={d}", f"strategy={strategy}"]
+        )
+        for d in DATASETS
+    ]
+    default = compose_config([f"strategy={strategy}"])
+    for job in jobs:
+        assert job.split.kind == "random" and job.cv.folds == 5
+        assert job.training == default.training
+        assert {k: v for k, v in job.strategy.items() if k not in ("gini", "fstat")} == {
+            k: v for k, v in default.strategy.items() if k not in ("gini", "fstat")
+        }
 
 
 def test_choice_is_the_best_validation_epoch_within_the_cap(tmp_path):
