@@ -6,8 +6,11 @@ Measured in one run:
 
 (a) new   :mod:`vflfs.ml.secure_layer` as the strategies call it: G packed along rows and along
           columns (21 fixed-point values per plaintext at 2048 bits), Straus products, DJN
-          randomness (``h_s^alpha`` from a fixed-base table), forked workers; also with one
-          worker and with full ``r^n`` randomness (``secure_randomness: full``).
+          randomness (``h_s^alpha`` from a fixed-base table), the default workers
+          (:func:`~vflfs.ml.secure_layer.default_workers`), obfuscators drawn from the pools
+          that each side fills while it waits for the other (here: filled before each timed
+          step, their cost reported apart as ``idle``); also with the obfuscators made on the
+          spot, with two workers, and with full ``r^n`` randomness (``secure_randomness: full``).
 (b) old   the previous implementation, re-implemented here: one ciphertext per value, one
           ``combine`` (a powmod per coefficient) per output, a full ``r^n`` powmod per
           re-randomisation, CRT obfuscators and decryption for the key owner, one process.
@@ -39,16 +42,32 @@ SERVER, PARTY = ("2", "5", "7"), ("1", "3", "6")
 
 
 class Clock:
-    """Wall seconds per protocol step."""
+    """Wall seconds per protocol step; before each, the obfuscator pools are filled (untimed
+    there, in ``idle``: the work a side does while it waits for the other)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pools=()) -> None:
         self.seconds: dict[str, float] = {}
+        self.idle, self.pools = 0.0, list(pools)
 
     def __call__(self, step: str, fn, *args):
+        start = time.perf_counter()
+        for pool in self.pools:
+            pool.fill()
+        self.idle += time.perf_counter() - start
         start = time.perf_counter()
         out = fn(*args)
         self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - start
         return out
+
+
+def manual_pools(ciphers, precompute: bool) -> list:
+    """Pools without the background thread (filled by :class:`Clock`), or none at all."""
+    out = []
+    for cipher in ciphers:
+        size = sl.POOL_SIZE if precompute else 0
+        cipher.pool = paillier.ObfuscatorPool(cipher.obfuscator, size, background=False)
+        out.append(cipher.pool)
+    return out
 
 
 def problem(batch: int, e: int, width: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -68,14 +87,14 @@ def check(x: dict, z: np.ndarray, grad: np.ndarray) -> dict[str, float]:
     }
 
 
-def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
+def run_new(x: dict, bits: int, workers: int | None, randomness: str, precompute: bool) -> dict:
     """Steps 1-7 through :mod:`vflfs.ml.secure_layer` (keys made and tables built untimed)."""
     party = sl.make_cipher("paillier", bits, workers, randomness)
     server = sl.make_cipher("paillier", bits, workers, randomness)
     if randomness == "djn":
         paillier.djn_table(party.public.n), paillier.djn_table(server.public.n)
     g, w_tilde, eps, delta = x["g"], x["w"] + x["eps"], x["eps"], x["delta"]
-    rows, clock = len(g), Clock()
+    rows, clock = len(g), Clock(manual_pools([party, server], precompute))
     rng = np.random.default_rng(1)
     wire, wire_t = clock("1", sl.party_encrypt, party, g)
     y, e_s = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, rows))
@@ -90,7 +109,14 @@ def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
     grad = sl.party_gradient(grad_wire, r)
     up = sum(a.nbytes for a in (wire, wire_t, z_wire, m, de))
     down = sum(a.nbytes for a in (y, gradw, enc_d, grad_wire))
-    return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
+    return {
+        "steps": clock.seconds,
+        "idle_s": clock.idle,
+        "workers": party.workers,
+        "mb_up": up / 1e6,
+        "mb_down": down / 1e6,
+        **check(x, z, grad),
+    }
 
 
 def run_old(x: dict, bits: int, batch: int) -> dict:
@@ -150,11 +176,12 @@ def per_epoch(steps: dict, eval_s: float, args) -> dict:
 
 
 def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> float:
-    """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once)."""
+    """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once;
+    obfuscators made on the spot: more than a pool holds)."""
     party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
     paillier.djn_table(party.public.n)
     g, w_tilde, eps = x_eval["g"], x_eval["w"] + x_eval["eps"], x_eval["eps"]
-    clock = Clock()
+    clock = Clock(manual_pools([party], False))
     (wire,) = clock("1", sl.party_encrypt, party, g, False)
     y, _ = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, len(g)))
     clock("3", sl.party_forward, party, y, g, eps)
@@ -165,11 +192,12 @@ def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> fl
 def show(name: str, result: dict) -> None:
     steps = "  ".join(f"{k}: {v:6.2f}" for k, v in sorted(result["steps"].items()))
     epoch = result["epoch"]
+    idle = f" idle {result['idle_s']:.2f} s" if "idle_s" in result else ""
     print(
-        f"{name:<22} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
+        f"{name:<30} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
         f"per party, party {epoch['party_s']:.2f})  epoch {epoch['epoch_s'] / 60:7.1f} min"
         f" (eval {epoch['eval_s']:.1f} s)  |z err| {result['z_error']:.1e}"
-        f"  |dg err| {result['grad_error']:.1e}"
+        f"  |dg err| {result['grad_error']:.1e}{idle}"
     )
 
 
@@ -182,21 +210,26 @@ def main() -> None:
     parser.add_argument("--parties", type=int, default=2)
     parser.add_argument("--n-train", type=int, default=2600)
     parser.add_argument("--eval-rows", type=int, default=1000, help="validation + test rows")
-    parser.add_argument("--workers", type=int, default=None, help="default: every CPU")
+    parser.add_argument("--workers", type=int, default=None, help="default: default_workers()")
+    parser.add_argument("--eval", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--old-batch", type=int, default=None, help="old path on fewer rows")
     parser.add_argument("--out", default=None, help="JSON file for every number")
     args = parser.parse_args()
-    print(f"cpus {os.cpu_count()}, load average {np.round(os.getloadavg(), 2).tolist()}")
+    print(
+        f"cpus {os.cpu_count()}, default workers {sl.default_workers()}, "
+        f"load average {np.round(os.getloadavg(), 2).tolist()}"
+    )
     x = problem(args.batch, args.e, args.width)
     x_eval = problem(args.eval_rows, args.e, args.width, seed=2)
     results = {}
-    for name, workers, randomness in (
-        ("new", args.workers, "djn"),
-        ("new, 1 worker", 1, "djn"),
-        ("new, r^n randomness", args.workers, "full"),
+    for name, workers, randomness, precompute in (
+        ("new", args.workers, "djn", True),
+        ("new, obfuscators on the spot", args.workers, "djn", False),
+        ("new, 2 workers", 2, "djn", True),
+        ("new, r^n randomness", args.workers, "full", True),
     ):
-        results[name] = run_new(x, args.key_bits, workers, randomness)
-        eval_s = eval_forward(x_eval, args, workers, randomness)
+        results[name] = run_new(x, args.key_bits, workers, randomness, precompute)
+        eval_s = eval_forward(x_eval, args, workers, randomness) if args.eval else 0.0
         results[name]["epoch"] = per_epoch(results[name]["steps"], eval_s, args)
     old_batch = args.old_batch or args.batch
     old = run_old(problem(old_batch, args.e, args.width), args.key_bits, args.batch)
@@ -204,6 +237,7 @@ def main() -> None:
     old["steps"] = {k: v * scale for k, v in old["steps"].items()}
     s = old["steps"]  # the old evaluation forward: linear in the rows, extrapolated
     old_eval = (args.parties * s["2"] + s["1"] + s["3"]) / args.batch * args.eval_rows
+    old_eval *= bool(args.eval)
     old["epoch"] = per_epoch(old["steps"], old_eval, args)
     results["old"] = old
     print(

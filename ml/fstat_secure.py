@@ -3,9 +3,12 @@
 Built like the secure Gini (Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1; masked squaring
 of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per feature:
 
-1. party (:func:`party_mask`): [[S_k]] = sum_a x_a [[A_ak]] for k < c-1 (a multi-exponentiation:
-   Pippenger's buckets), [[S_{c-1}]] = S - the others; sends the packed masked sums
-   u_k = S_k + r_k, re-randomised, and keeps r_k, S and sum x^2.
+1. party (:func:`party_mask`): [[S_k]] = sum_a x_a [[A_ak]] for k < c-1
+   (:class:`~vflfs.ml.paillier.Plan`: one cut of the exponents x for every class, bucketed
+   windows), [[S_{c-1}]] = S - the others; sends the packed masked sums u_k = S_k + r_k,
+   re-randomised, and keeps r_k, S and sum x^2. The masks r_k are uniform in
+   [0, 2^(mask_bits + bits(N (2^P - 1)))) above S_k <= N (2^P - 1): statistical distance
+   2^-mask_bits (2^-40 by default) from the masks alone.
 2. server (:func:`server_square`): decrypts u_k and, with its secret class weights
    v_k = L / n_k (L = prod_k n_k), returns [[sum_k v_k u_k^2]] and [[v_k u_k]] for each k.
 3. party (:func:`party_combine`): [[T]] = [[sum v u^2]] - 2 sum_k r_k [[v_k u_k]] +
@@ -25,32 +28,8 @@ import numpy as np
 from gmpy2 import mpz
 
 from .fstat import FStatParams, f_from_rho, quantize
-from .paillier import ONE, PrivateKey, PublicKey, pack, pack_plain, random_bits, unpack_plain
+from .paillier import Plan, PrivateKey, PublicKey, pack, pack_plain, random_bits, unpack_plain
 from .parallel import chunks, fork_map, shared
-
-WINDOW = 8  # bits per Pippenger window
-
-
-def multi_exp(key: PublicKey, cts: list[mpz], exps: np.ndarray, bits: int) -> mpz:
-    """Enc(sum_a exps[a] m_a) = prod_a cts[a]^exps[a], by buckets per ``WINDOW``-bit digit:
-    about (bits / WINDOW) (len(cts) + 2^(WINDOW+1)) multiplications instead of bits len(cts)."""
-    n2, result = key.n2, ONE
-    for j in reversed(range(-(-bits // WINDOW))):
-        if result != ONE:
-            result = gmpy2.powmod(result, 1 << WINDOW, n2)
-        digits = (exps >> (j * WINDOW)) & ((1 << WINDOW) - 1)
-        buckets = [ONE] * (1 << WINDOW)
-        for a in np.flatnonzero(digits).tolist():
-            d = int(digits[a])
-            buckets[d] = buckets[d] * cts[a] % n2
-        running, acc = ONE, ONE
-        for d in range((1 << WINDOW) - 1, 0, -1):
-            if buckets[d] != ONE:
-                running = running * buckets[d] % n2
-            if running != ONE:
-                acc = acc * running % n2
-        result = result * acc % n2
-    return result
 
 
 def party_mask(
@@ -80,7 +59,8 @@ def _mask_part(features: np.ndarray) -> list[tuple]:
 def mask_feature(
     xq: np.ndarray, columns: list[list[mpz]], key: PublicKey, params: FStatParams
 ) -> tuple[list[mpz], list[int]]:
-    sums = [multi_exp(key, col, xq, params.value_bits) for col in columns]
+    plan = Plan.of(np.asarray(xq, dtype=np.int64).reshape(-1, 1))
+    sums = [plan.run(key, col)[0] for col in columns]
     total = int(xq.sum())
     sums.append(key.plain(total) * gmpy2.invert(key.product(sums), key.n2) % key.n2)
     r = [random_bits(params.mask_range) for _ in range(params.n_classes)]

@@ -17,10 +17,12 @@ Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1, with the masked squaring of E
 
 Randomness (``params.djn``): with DJN randomness (the default) every encryption by the server and
 every re-randomisation by a party multiplies by ``h_s^alpha`` (:meth:`PublicKey.djn_obfuscator`,
-~12x cheaper than ``r^n`` at 2048 bits; the assumption is in docs/secure_layer.md); otherwise the
-server uses CRT ``r^n`` and the parties ``r^n``. The products with the masks and weights are
-Straus products (:func:`~vflfs.ml.paillier.power_product`). The work per feature is independent,
-so both sides split features over a fork pool.
+~12x cheaper than ``r^n`` at 2048 bits; the assumption is stated in :mod:`vflfs.ml.paillier.djn`);
+otherwise the server uses CRT ``r^n`` and the parties ``r^n``. The masks r_ik are uniform in
+[0, 2^(mask_bits + bits(N))) above counts n_ik <= N: each u_ik is within statistical distance
+2^-mask_bits (2^-40 by default) of its mask alone. The products with the masks and weights are
+:func:`~vflfs.ml.paillier.power_product`. The work per feature is independent, so both sides
+split features over a fork pool.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ DJN's by default, and the work forks over ``workers`` processes.
 
 from __future__ import annotations
 
-import secrets
 from itertools import groupby
 
 import numpy as np
@@ -75,23 +74,22 @@ def decode2(ints: np.ndarray) -> np.ndarray:
 
 
 def mask(shape: tuple[int, ...]) -> np.ndarray:
-    """Uniform statistical masks in [0, 2^MASK_BITS) (CSPRNG)."""
+    """Uniform statistical masks in [0, 2^MASK_BITS) (CSPRNG). A masked value y + mask with
+    |y| < 2^(2F + 16) (a product of fixed-point values below 2^16 in magnitude, plus ``OFFSET``
+    inside a slot) is within statistical distance 2^-40 of the mask alone (56 - 16 bits)."""
     size = int(np.prod(shape))
-    return np.array([secrets.randbits(MASK_BITS) for _ in range(size)], dtype=object).reshape(shape)
+    flat = [paillier.random_bits(MASK_BITS) for _ in range(size)]
+    return np.array(flat, dtype=object).reshape(shape)
 
 
 def ints_to_wire(ints: np.ndarray, width: int = WIRE) -> np.ndarray:
     """Signed integers as ``uint8`` of shape ``ints.shape + (width,)``."""
     flat = np.asarray(ints, dtype=object).ravel()
-    raw = b"".join(int(v).to_bytes(width, "big", signed=True) for v in flat)
-    return np.frombuffer(raw, dtype=np.uint8).reshape(*np.shape(ints), width)
+    return paillier.to_wire(flat, width, np.shape(ints), signed=True)
 
 
 def ints_from_wire(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    flat = array.reshape(-1, array.shape[-1])
-    out = [int.from_bytes(row.tobytes(), "big", signed=True) for row in flat]
-    return np.array(out, dtype=object).reshape(array.shape[:-1])
+    return paillier.from_wire(array, signed=True)
 
 
 # -- slots: several fixed-point values in one plaintext -------------------------------------------
@@ -101,33 +99,15 @@ PLAIN_SLOTS = (2048 - 1) // SLOT  # plaintext mode packs as a 2048-bit key would
 
 
 def pack_rows(ints: np.ndarray, slots: int, offset: int = 0) -> np.ndarray:
-    """``R x C`` integers as ``ceil(R / slots) x C`` plaintexts: row ``b slots + t`` goes to slot t
-    of block b (plus ``offset``). Signed values are fine: the packing is an exact integer sum."""
-    ints = np.asarray(ints, dtype=object)
-    rows, cols = ints.shape
-    blocks = -(-rows // slots)
-    out = np.zeros((blocks, cols), dtype=object)
-    for b in range(blocks):
-        part = ints[b * slots : (b + 1) * slots]
-        for c in range(cols):
-            acc = 0
-            for v in reversed(part[:, c].tolist()):
-                acc = (acc << SLOT) + int(v) + offset
-            out[b, c] = acc
-    return out
+    """``R x C`` integers as ``ceil(R / slots) x C`` plaintexts of ``SLOT``-bit slots: row
+    ``b slots + t`` goes to slot t of block b (plus ``offset``). Signed values are fine: the
+    packing is an exact integer sum."""
+    return paillier.pack_columns(ints, slots, SLOT, offset)
 
 
 def unpack_rows(packed: np.ndarray, rows: int, slots: int) -> np.ndarray:
     """The first ``rows`` rows of packed masked values, ``OFFSET`` removed."""
-    packed = np.asarray(packed, dtype=object)
-    out = np.zeros((rows, packed.shape[1]), dtype=object)
-    full = (1 << SLOT) - 1
-    for b in range(packed.shape[0]):
-        for c in range(packed.shape[1]):
-            v = int(packed[b, c])
-            for t in range(min(slots, rows - b * slots)):
-                out[b * slots + t, c] = ((v >> (SLOT * t)) & full) - OFFSET
-    return out
+    return paillier.unpack_columns(packed, rows, slots, SLOT, OFFSET)
 
 
 # -- ciphers: identity (plaintext mode) or Paillier ---------------------------------------------
@@ -166,19 +146,29 @@ class PaillierCipher(PlainCipher):
 
     ``randomness``: ``djn`` (every encryption and re-randomisation uses ``h_s^alpha`` of this
     key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`) or ``full`` (``r^n``: the key
-    owner's by CRT, the others' by a full powmod). ``workers`` forked processes share the work
-    once it is worth a fork (``min_parallel_s``)."""
+    owner's by CRT, the others' by a full powmod). The obfuscators come from this process's
+    :class:`~vflfs.ml.paillier.ObfuscatorPool` for the key, which makes them while the process
+    waits (``precompute``; ``False``: made on the spot). ``workers`` forked processes share the
+    work once it is worth a fork (``min_parallel_s``); default: :func:`default_workers`."""
 
     kind = "paillier"
     min_parallel_s = 0.05
 
-    def __init__(self, public, private=None, workers: int | None = None, randomness: str = "djn"):
+    def __init__(
+        self,
+        public,
+        private=None,
+        workers: int | None = None,
+        randomness: str = "djn",
+        precompute: bool = True,
+    ):
         if randomness not in RANDOMNESS:
             raise ValueError(f"strategy.secure_randomness must be djn or full, got {randomness!r}")
         self.public, self.private, self.randomness = public, private, randomness
-        self.workers = resolve_workers(workers)
+        self.workers = resolve_workers(workers) if workers else default_workers()
         self.slots = paillier.slots_per_plaintext(public.bits, SLOT)
         self._scale = (public.bits / 2048) ** 2  # per-operation cost relative to 2048 bits
+        self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
 
     def obfuscator(self):
         if self.randomness == "djn":
@@ -191,51 +181,75 @@ class PaillierCipher(PlainCipher):
         workers = self.workers if seconds >= self.min_parallel_s else 1
         if workers > 1 and self.randomness == "djn":
             paillier.djn_table(self.public.n)  # built once here, inherited by the workers
-        parts = fork_map(fn, chunks(count, workers, per_worker), workers, cipher=self, **inputs)
+        with self.pool.working():
+            tasks = chunks(count, workers, per_worker)
+            parts = fork_map(fn, tasks, workers, cipher=self, **inputs)
         return [x for part in parts for x in part]
 
     def encrypt(self, ints: np.ndarray) -> np.ndarray:
         flat = [int(v) for v in np.ravel(np.asarray(ints, dtype=object))]
-        out = self._map(_encrypt_task, len(flat), 1.0, values=flat)
+        obf = self.pool.take(len(flat), make=False)  # the workers make what is missing
+        out = self._map(_encrypt_task, len(flat), 1.0, values=flat, obf=obf)
         return _shaped(out, np.shape(ints))
 
     def decrypt(self, cts: np.ndarray) -> np.ndarray:
         """Plaintexts in [0, n) (masked slots are non-negative)."""
         flat = list(np.ravel(cts))
-        return _shaped(self._map(_decrypt_task, len(flat), 2.4, cts=flat), np.shape(cts))
+        out = self._map(_decrypt_task, len(flat), 2.4, cts=flat)
+        return _shaped(out, np.shape(cts))
 
     def affine(self, cts: np.ndarray, coeffs: np.ndarray, ints: np.ndarray) -> np.ndarray:
+        """Enc(M C + A) from Enc(M), plain integers C and A, re-randomised."""
         cts = np.asarray(cts, dtype=object)
         rows, cols = cts.shape[0], np.shape(coeffs)[1]
-        ms = 0.7 + 0.04 * cts.shape[1]
+        ms = 0.1 + 0.04 * cts.shape[1]
         out = self._map(
             _affine_task,
             rows * cols,
             ms,
             per_worker=1,
             cts=[list(r) for r in cts],
-            plan=paillier.exp_plan(coeffs),
+            plan=paillier.Plan.of(coeffs),
             adds=[[int(v) for v in r] for r in np.asarray(ints, dtype=object)],
+            obf=self.pool.take(rows * cols, make=False),
         )
         return _shaped(out, (rows, cols))
 
-    def mask_out(self, c, v: int):
-        """``c + v`` under fresh randomness: nobody can tell where it came from."""
-        n2 = self.public.n2
-        return c * self.public.plain(v) % n2 * self.obfuscator() % n2
-
     def to_wire(self, cts: np.ndarray) -> np.ndarray:
-        return paillier.to_array(list(np.ravel(cts)), self.public.nbytes, np.shape(cts))
+        return paillier.to_wire(np.ravel(cts), self.public.nbytes, np.shape(cts))
 
     def from_wire(self, array: np.ndarray) -> np.ndarray:
         array = np.asarray(array)
-        return _shaped(paillier.from_array(array), array.shape[:-1])
+        return _shaped(paillier.ciphertexts(array), array.shape[:-1])
 
     def public_bytes(self) -> np.ndarray:
         return np.frombuffer(self.public.to_bytes(), dtype=np.uint8)
 
 
 RANDOMNESS = ("djn", "full")
+POOL_SIZE = 1024  # obfuscators kept per key: more than a step of B = 64 rows needs
+_POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
+
+
+def default_workers() -> int:
+    """Processes for the layer's Paillier work when ``secure_workers`` is unset: one on up to
+    two CPUs (each call forks its workers, ~15-25 ms, and a step makes eight calls: measured,
+    two workers were slower than one on two cores), otherwise every CPU but one."""
+    cpus = resolve_workers(None)
+    return 1 if cpus <= 2 else cpus - 1
+
+
+def obfuscator_pool(cipher: PaillierCipher, capacity: int) -> paillier.ObfuscatorPool:
+    """This process's pool for the cipher's key and randomness (kept across protocol messages:
+    a party rebuilds its ciphers per message); the last four keys' pools are kept."""
+    if not capacity:
+        return paillier.ObfuscatorPool(cipher.obfuscator, 0)
+    name = (int(cipher.public.n), cipher.randomness, cipher.private is not None)
+    if name not in _POOLS:
+        while len(_POOLS) >= 4:
+            _POOLS.pop(next(iter(_POOLS))).close()
+        _POOLS[name] = paillier.ObfuscatorPool(cipher.obfuscator, capacity)
+    return _POOLS[name]
 
 
 def _shaped(flat: list, shape: tuple) -> np.ndarray:
@@ -244,10 +258,15 @@ def _shaped(flat: list, shape: tuple) -> np.ndarray:
     return out.reshape(shape)
 
 
+def _fresh(cipher: PaillierCipher, obf: list, i: int):
+    """Obfuscator i: the pool's if it had one, else made now."""
+    return obf[i] if i < len(obf) else cipher.obfuscator()
+
+
 def _encrypt_task(index: np.ndarray) -> list:
-    cipher, values = shared()["cipher"], shared()["values"]
-    plain, n2 = cipher.public.plain, cipher.public.n2
-    return [plain(values[i]) * cipher.obfuscator() % n2 for i in index]
+    cipher, values, obf = shared()["cipher"], shared()["values"], shared()["obf"]
+    key = cipher.public
+    return [key.plain(values[i]) * _fresh(cipher, obf, i) % key.n2 for i in index]
 
 
 def _decrypt_task(index: np.ndarray) -> list:
@@ -256,16 +275,17 @@ def _decrypt_task(index: np.ndarray) -> list:
 
 
 def _affine_task(index: np.ndarray) -> list:
-    """Outputs ``index`` (row-major) of Enc(M C + A): per row, the power tables of its
-    ciphertexts once, then Straus' products, the addition and fresh randomness."""
-    cipher, cts, adds = shared()["cipher"], shared()["cts"], shared()["adds"]
-    windows, plan, negative = shared()["plan"]
-    cols, out = len(plan), []
+    """Outputs ``index`` (row-major) of Enc(M C + A): per row, Straus' products of its
+    ciphertexts (tables once per row), then the addition and a fresh obfuscator."""
+    s = shared()
+    cipher, cts, adds, plan, obf = s["cipher"], s["cts"], s["adds"], s["plan"], s["obf"]
+    key = cipher.public
+    cols, n2, out = len(plan.columns), key.n2, []
     for r, items in groupby(index.tolist(), key=lambda i: i // cols):
         ks = [i % cols for i in items]
-        tables = paillier.power_tables(cipher.public, cts[r], negative)
-        products = paillier.multi_exp(cipher.public, tables, windows, [plan[k] for k in ks])
-        out.extend(cipher.mask_out(c, adds[r][k]) for c, k in zip(products, ks, strict=True))
+        products = plan.run(key, cts[r], ks)
+        for c, k in zip(products, ks, strict=True):
+            out.append(c * key.plain(adds[r][k]) % n2 * _fresh(cipher, obf, r * cols + k) % n2)
     return out
 
 

@@ -91,15 +91,15 @@ def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> lis
     packed = send_labels(federation, "query.fstat_mask", key, params, rows, y, workers_cfg)
     common = {**params.to_payload(), "workers": int(workers_cfg or 0)}
     weights, scale = class_weights(y, c)
-    enc_weights = paillier.to_array([key.encrypt(v) for v in [*weights, scale]], nbytes)
+    enc_weights = paillier.to_wire([key.encrypt(v) for v in [*weights, scale]], nbytes)
     down = {}
     for m, per_feature in enumerate(packed):
         ret = server_square(key, params, weights, per_feature, workers)
-        returned = paillier.to_array([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
+        returned = paillier.to_wire([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
         down[m] = {"returned": returned, "class_weights": enc_weights, **common}
     replies = federation.send("query.fstat_combine", down)
     scores = [
-        server_finish(key, params, scale, paillier.from_array(replies[m]["values"]))
+        server_finish(key, params, scale, paillier.ciphertexts(replies[m]["values"]))
         for m in range(len(replies))
     ]
     send_scores(federation, "query.fstat_scores", scores)

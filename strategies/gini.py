@@ -121,7 +121,7 @@ def _protocol(
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
-        squares[m] = paillier.to_array(
+        squares[m] = paillier.to_wire(
             [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
         )
     replies = federation.send(
@@ -129,7 +129,7 @@ def _protocol(
         {m: {"squares": s, "workers": int(workers_cfg or 0)} for m, s in squares.items()},
     )
     scores = [
-        server_finish(key, params, paillier.from_array(replies[m]["weighted"]), workers)
+        server_finish(key, params, paillier.ciphertexts(replies[m]["weighted"]), workers)
         for m in range(len(replies))
     ]
     send_scores(federation, "query.gini_scores", scores)

@@ -97,7 +97,7 @@ def send_labels(
         message_type,
         {
             "public_key": key.public.to_bytes(),
-            "labels": paillier.to_array(labels, key.public.nbytes, (len(rows), c - 1)),
+            "labels": paillier.to_wire(labels, key.public.nbytes, (len(rows), c - 1)),
             "rows": rows,
             **params.to_payload(),
             "workers": int(workers_cfg or 0),
@@ -108,7 +108,7 @@ def send_labels(
 
 def by_feature(array: np.ndarray, per: int) -> list[list]:
     """The ciphertexts of a ``uint8`` array, ``per`` for each of its first axis' features."""
-    flat = paillier.from_array(array)
+    flat = paillier.ciphertexts(array)
     return [flat[f * per : (f + 1) * per] for f in range(len(array))]
 
 

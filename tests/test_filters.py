@@ -163,7 +163,7 @@ def test_fstat_server_sees_only_masked_class_sums(fstat_run):
             continue
         Xq = quantize(views(experiment, rows)[party], 16)
         true = np.stack([Xq[y == k].sum(axis=0) for k in (0, 1)], axis=1).astype(object)
-        packed = paillier.from_array(payload["packed"])
+        packed = paillier.ciphertexts(payload["packed"])
         u = np.asarray([unmasked_sums(key, params, [c]) for c in packed], dtype=object)
         masks = (u - true).astype(float) / 2**params.mask_range
         assert (masks >= 0).all() and (masks < 1).all() and not (u == true).any()
