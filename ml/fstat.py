@@ -65,8 +65,10 @@ class FStatParams:
     weight_bits: int  # E (of omega)
     mask_bits: int
     key_bits: int
+    djn: bool = True  # DJN randomness for encryptions and re-randomisations (else r^n)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "djn", bool(self.djn))
         if not 1 <= self.value_bits <= 24 or not 8 <= self.weight_bits <= 64:
             raise ValueError(f"bad F-statistic parameters: {self}")
         if self.mask_bits < 20 or self.classes_present < 2:

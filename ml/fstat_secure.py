@@ -17,8 +17,10 @@ of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per featu
    server sends [[v_k]] and [[L]] encrypted: the class sizes stay its secret.
 4. server: rho = V / (2^E M L) and F = (N - c) / (c - 1) rho / (1 - rho).
 
-The server sees masked sums (statistically hidden) and V, i.e. rho: nothing but F. A party sees
-only ciphertexts, and its own features' F at the end.
+Randomness (``params.djn``) as for the secure Gini: DJN ``h_s^alpha`` for every encryption and
+re-randomisation (the default; the assumption is stated in :mod:`vflfs.ml.paillier.djn`), or
+``r^n``. The server sees masked sums (statistically hidden) and V, i.e. rho: nothing but F. A
+party sees only ciphertexts, and its own features' F at the end.
 """
 
 from __future__ import annotations
@@ -28,7 +30,18 @@ import numpy as np
 from gmpy2 import mpz
 
 from .fstat import FStatParams, f_from_rho, quantize
-from .paillier import Plan, PrivateKey, PublicKey, pack, pack_plain, random_bits, unpack_plain
+from .gini_secure import prepare
+from .paillier import (
+    Plan,
+    PrivateKey,
+    PublicKey,
+    owner_encrypt,
+    pack,
+    pack_plain,
+    random_bits,
+    rerandomize,
+    unpack_plain,
+)
 from .parallel import chunks, fork_map, shared
 
 
@@ -42,6 +55,7 @@ def party_mask(
     if len(columns[0]) != len(X) or len(X) != params.rows:
         raise ValueError(f"got {len(columns[0])} encrypted labels for {len(X)} training rows")
     Xq = quantize(X, params.value_bits)
+    prepare(key, params.djn)
     tasks = chunks(Xq.shape[1], workers)
     parts = fork_map(_mask_part, tasks, workers, Xq=Xq, columns=columns, key=key, params=params)
     out = [feature for part in parts for feature in part]
@@ -69,7 +83,7 @@ def mask_feature(
         js = params.chunk(t)
         ct = pack(key, [sums[j] for j in js], params.width)
         ct = ct * key.plain(pack_plain([r[j] for j in js], params.width)) % key.n2
-        packed.append(key.rerandomize(ct))
+        packed.append(rerandomize(key, ct, params.djn))
     squares = int((xq.astype(object) ** 2).sum())
     return packed, [*r, total, squares]
 
@@ -78,6 +92,7 @@ def server_square(
     key: PrivateKey, params: FStatParams, weights: list[int], packed: list[list[mpz]], workers: int
 ) -> list[list[mpz]]:
     """Per feature: [[sum_k v_k u_k^2]], then [[v_k u_k]] for each class k."""
+    prepare(key.public, params.djn)
     tasks = chunks(len(packed), workers)
     inputs = {"key": key, "params": params, "weights": weights, "packed": packed}
     parts = fork_map(_square_part, tasks, workers, **inputs)
@@ -98,7 +113,8 @@ def _square_part(features: np.ndarray) -> list[list[mpz]]:
     for f in features:
         u = unmasked_sums(key, params, s["packed"][f])
         z = sum(vk * uk * uk for vk, uk in zip(v, u, strict=True))
-        out.append([key.encrypt(z), *[key.encrypt(vk * uk) for vk, uk in zip(v, u, strict=True)]])
+        enc = [z, *[vk * uk for vk, uk in zip(v, u, strict=True)]]
+        out.append([owner_encrypt(key, m, params.djn) for m in enc])
     return out
 
 
@@ -111,6 +127,7 @@ def party_combine(
     workers: int,
 ) -> list[mpz]:
     """[[V]] per feature from the server's step-2 ciphertexts, [[v_0]]..[[v_{c-1}]], [[L]]."""
+    prepare(key, params.djn)
     tasks = chunks(len(returned), workers)
     inputs = {"key": key, "params": params, "kept": kept, "returned": returned}
     parts = fork_map(_combine_part, tasks, workers, enc_weights=enc_weights, **inputs)
@@ -128,7 +145,7 @@ def _combine_part(features: np.ndarray) -> list[mpz]:
         t = key.combine([z, *vu, *v_enc], [1, *[-2 * x for x in r], *[x * x for x in r]])
         omega = params.omega(total, squares)
         v = key.combine([t, scale], [params.rows * omega, -omega * total * total])
-        out.append(key.rerandomize(v))
+        out.append(rerandomize(key, v, params.djn))
     return out
 
 

@@ -39,10 +39,12 @@ from .paillier import (
     PrivateKey,
     PublicKey,
     djn_table,
+    owner_encrypt,
     pack,
     pack_plain,
     power_product,
     random_bits,
+    rerandomize,
     unpack_plain,
 )
 from .parallel import chunks, fork_map, shared
@@ -56,18 +58,6 @@ class Masked:
     kept: list[mpz]  # per feature: [[-2 sum w r n - sum w r^2]]
     weights: np.ndarray  # (features, bins) int64: w_i
     djn: bool = True  # re-randomise with DJN obfuscators (params.djn)
-
-
-def owner_encrypt(key: PrivateKey, m: int, djn: bool) -> mpz:
-    """The key owner's encryption: ``h_s^alpha`` (DJN) or CRT ``r^n`` randomness."""
-    if djn:
-        return key.public.plain(m) * key.public.djn_obfuscator() % key.public.n2
-    return key.encrypt(m)
-
-
-def rerandomize(key: PublicKey, c: mpz, djn: bool) -> mpz:
-    """A party's re-randomisation: times ``h_s^alpha`` (DJN) or ``r^n``."""
-    return c * (key.djn_obfuscator() if djn else key.obfuscator()) % key.n2
 
 
 def prepare(key: PublicKey, djn: bool) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 
 from .djn import djn_base, djn_exponent_bits, djn_table
-from .keys import ONE, PrivateKey, PublicKey, generate_keys
+from .keys import ONE, PrivateKey, PublicKey, generate_keys, owner_encrypt, rerandomize
 from .multiexp import Plan, multi_exp, power_product
 from .pool import ObfuscatorPool
 from .slots import (
@@ -54,11 +54,13 @@ __all__ = [
     "generate_keys",
     "int_bytes",
     "multi_exp",
+    "owner_encrypt",
     "pack",
     "pack_columns",
     "pack_plain",
     "power_product",
     "random_bits",
+    "rerandomize",
     "slots_per_plaintext",
     "to_wire",
     "unpack_columns",

@@ -126,3 +126,15 @@ def generate_keys(bits: int = 2048) -> PrivateKey:
         raise ValueError(f"Paillier key size must be a multiple of 8 and >= 256, got {bits}")
     public, private = phe.generate_paillier_keypair(n_length=bits)
     return PrivateKey(PublicKey(public.n), private.p, private.q)
+
+
+def owner_encrypt(key: PrivateKey, m: int, djn: bool) -> mpz:
+    """The key owner's encryption: DJN ``h_s^alpha`` randomness, or CRT ``r^n``."""
+    if djn:
+        return key.public.plain(m) * key.public.djn_obfuscator() % key.public.n2
+    return key.encrypt(m)
+
+
+def rerandomize(key: PublicKey, c: mpz, djn: bool) -> mpz:
+    """A non-owner's re-randomisation: times DJN ``h_s^alpha``, or ``r^n``."""
+    return c * (key.djn_obfuscator() if djn else key.obfuscator()) % key.n2
