@@ -232,6 +232,7 @@ class PaillierCipher(PlainCipher):
 
 RANDOMNESS = ("djn", "full")
 POOL_SIZE = 1024  # obfuscators kept per key: more than a step of B = 64 rows needs
+MAX_POOLS = 16  # a server holds one per party and its own
 _POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
 
 
@@ -245,12 +246,12 @@ def default_workers() -> int:
 
 def obfuscator_pool(cipher: PaillierCipher, capacity: int) -> paillier.ObfuscatorPool:
     """This process's pool for the cipher's key and randomness (kept across protocol messages:
-    a party rebuilds its ciphers per message); the last four keys' pools are kept."""
+    a party rebuilds its ciphers per message); the last ``MAX_POOLS`` keys' pools are kept."""
     if not capacity:
         return paillier.ObfuscatorPool(cipher.obfuscator, 0)
     name = (int(cipher.public.n), cipher.randomness, cipher.private is not None)
     if name not in _POOLS:
-        while len(_POOLS) >= 4:
+        while len(_POOLS) >= MAX_POOLS:
             _POOLS.pop(next(iter(_POOLS))).close()
         _POOLS[name] = paillier.ObfuscatorPool(cipher.obfuscator, capacity)
     return _POOLS[name]
