@@ -13,7 +13,8 @@ Users: the secure Gini (:mod:`vflfs.ml.gini_secure`), the secure F-statistic
 - :func:`random_bits`: statistical masks. A value v < 2^b masked by r uniform in
   ``[0, 2^(b + s))`` is within statistical distance ``2^-s`` of r alone (the masked value is
   uniform on a range that differs from r's by at most v < 2^b of its 2^(b + s) points); the
-  callers take s = 40 (Gini, F-statistic: ``mask_bits``) or more (the secure layer: 56).
+  callers take s = 40: Gini and F-statistic (``mask_bits``, b the bits of a count or class
+  sum), the secure layer (96-bit masks over products below 2^(2F + 16), F = 20).
 """
 
 from __future__ import annotations

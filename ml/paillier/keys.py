@@ -19,6 +19,7 @@ from gmpy2 import mpz
 from phe import paillier as phe
 
 from .djn import djn_obfuscator
+from .multiexp import power_product
 
 ONE = mpz(1)
 
@@ -65,8 +66,6 @@ class PublicKey(phe.PaillierPublicKey):
 
     def combine(self, cts: Sequence[mpz], coeffs: Sequence[int], const: int = 0) -> mpz:
         """Enc(sum_j coeffs[j] m_j + const) for signed integer coefficients."""
-        from .multiexp import power_product
-
         out = power_product(self, cts, coeffs)
         return out * self.plain(const) % self.n2 if const else out
 
