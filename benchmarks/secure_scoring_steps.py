@@ -47,8 +47,10 @@ def gini(key, X, y, c: int, s: dict) -> None:
 def fstat(key, X, y, c: int, s: dict) -> None:
     n, bits = len(y), key.public.bits
     params = FStatParams(c, n, len(set(y.tolist())), 16, 56, 40, bits)
-    djn = getattr(params, "djn", False)
-    labels = timed(s, "fstat labels", gs.encrypt_labels, key, y, c, 1, djn)
+    if hasattr(fs, "encrypt_labels"):  # packed: one plaintext per row and chunk of classes
+        labels = timed(s, "fstat labels", fs.encrypt_labels, key, y, params, 1)
+    else:  # the implementation before: c - 1 indicators per row, r^n randomness
+        labels = timed(s, "fstat labels", gs.encrypt_labels, key, y, c, 1, False)
     packed, kept = timed(s, "fstat mask (party)", fs.party_mask, X, labels, key.public, params, 1)
     weights, scale = class_weights(y, c)
     ret = timed(s, "fstat square (server)", fs.server_square, key, params, weights, packed, 1)
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=50, help="features timed")
     parser.add_argument("--total", type=int, default=10000, help="features extrapolated to")
     parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument("--phases", default="gini,fstat", help="comma-separated")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     print(f"load average {np.round(os.getloadavg(), 2).tolist()}")
@@ -74,10 +77,11 @@ def main() -> None:
     key = paillier.generate_keys(args.key_bits)
     paillier.djn_table(key.public.n)
     seconds: dict[str, float] = {}
-    gini(key, X, y, args.classes, seconds)
-    fstat(key, X, y, args.classes, seconds)
+    phases = args.phases.split(",")
+    for phase in phases:
+        {"gini": gini, "fstat": fstat}[phase](key, X, y, args.classes, seconds)
     totals = {}
-    for phase in ("gini", "fstat"):
+    for phase in phases:
         steps = {k: v for k, v in seconds.items() if k.startswith(phase) and "labels" not in k}
         per_feature = sum(steps.values()) / args.features
         totals[phase] = seconds[f"{phase} labels"] + per_feature * args.total

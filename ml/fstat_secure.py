@@ -3,10 +3,11 @@
 Built like the secure Gini (Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1; masked squaring
 of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per feature:
 
-1. party (:func:`party_mask`): [[S_k]] = sum_a x_a [[A_ak]] for k < c-1
-   (:class:`~vflfs.ml.paillier.Plan`: one cut of the exponents x for every class, bucketed
-   windows), [[S_{c-1}]] = S - the others; sends the packed masked sums u_k = S_k + r_k,
-   re-randomised, and keeps r_k, S and sum x^2. The masks r_k are uniform in
+1. party (:func:`party_mask`): the server's labels come packed, one plaintext per row and
+   chunk of classes (:func:`encrypt_labels`), so prod_a [[P_a]]^(x_a) (one bucketed
+   multi-exponentiation, :class:`~vflfs.ml.paillier.Plan`) is [[sum_k S_k 2^(width k)]]: every
+   class sum S_k = sum_a x_a A_ak in its slot; the party adds packed masks, so that it sends
+   u_k = S_k + r_k, re-randomised, and keeps r_k, S and sum x^2. The masks r_k are uniform in
    [0, 2^(mask_bits + bits(N (2^P - 1)))) above S_k <= N (2^P - 1): statistical distance
    2^-mask_bits (2^-40 by default) from the masks alone.
 2. server (:func:`server_square`): decrypts u_k and, with its secret class weights
@@ -25,18 +26,16 @@ party sees only ciphertexts, and its own features' F at the end.
 
 from __future__ import annotations
 
-import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
 from .fstat import FStatParams, f_from_rho, quantize
-from .gini_secure import prepare
+from .gini_secure import encrypt_plain, prepare
 from .paillier import (
     Plan,
     PrivateKey,
     PublicKey,
     owner_encrypt,
-    pack,
     pack_plain,
     random_bits,
     rerandomize,
@@ -45,15 +44,29 @@ from .paillier import (
 from .parallel import chunks, fork_map, shared
 
 
+def encrypt_labels(key: PrivateKey, y: np.ndarray, params: FStatParams, workers: int) -> list:
+    """[[P_at]], rows x chunks (row-major): row a's one-hot labels packed into the slots of
+    chunk t (class k in slot k - t per_ct, ``width`` bits each), encrypted once. A party's
+    ``prod_a [[P_at]]^(x_a)`` is then every class sum of the chunk, already packed: one
+    multi-exponentiation per feature and chunk instead of one per class, and N chunks
+    encryptions instead of N (c - 1)."""
+    y = np.asarray(y, dtype=np.int64)
+    plain = [
+        pack_plain([int(y[a] == k) for k in params.chunk(t)], params.width)
+        for a in range(len(y))
+        for t in range(params.chunks)
+    ]
+    return encrypt_plain(key, plain, workers, params.djn)
+
+
 def party_mask(
     X: np.ndarray, labels: list[mpz], key: PublicKey, params: FStatParams, workers: int
 ) -> tuple[list[list[mpz]], np.ndarray]:
     """Step 1 for every feature: (packed ciphertexts per feature, kept integers per feature:
     masks r_0..r_{c-1}, S, sum x^2 as an object array (features, c + 2))."""
-    c1 = params.n_classes - 1
-    columns = [labels[k::c1] for k in range(c1)]
-    if len(columns[0]) != len(X) or len(X) != params.rows:
-        raise ValueError(f"got {len(columns[0])} encrypted labels for {len(X)} training rows")
+    if len(labels) != len(X) * params.chunks or len(X) != params.rows:
+        raise ValueError(f"got {len(labels)} encrypted labels for {len(X)} training rows")
+    columns = [labels[t :: params.chunks] for t in range(params.chunks)]
     Xq = quantize(X, params.value_bits)
     prepare(key, params.djn)
     tasks = chunks(Xq.shape[1], workers)
@@ -73,19 +86,17 @@ def _mask_part(features: np.ndarray) -> list[tuple]:
 def mask_feature(
     xq: np.ndarray, columns: list[list[mpz]], key: PublicKey, params: FStatParams
 ) -> tuple[list[mpz], list[int]]:
+    """One feature's step 1: per chunk, [[sum_k S_k 2^(width slot(k))]] = prod_a
+    [[P_at]]^(x_a), plus the packed masks, re-randomised; and what the party keeps."""
     plan = Plan.of(np.asarray(xq, dtype=np.int64).reshape(-1, 1))
-    sums = [plan.run(key, col)[0] for col in columns]
-    total = int(xq.sum())
-    sums.append(key.plain(total) * gmpy2.invert(key.product(sums), key.n2) % key.n2)
     r = [random_bits(params.mask_range) for _ in range(params.n_classes)]
     packed = []
-    for t in range(params.chunks):
-        js = params.chunk(t)
-        ct = pack(key, [sums[j] for j in js], params.width)
-        ct = ct * key.plain(pack_plain([r[j] for j in js], params.width)) % key.n2
+    for t, column in enumerate(columns):
+        masks = pack_plain([r[j] for j in params.chunk(t)], params.width)
+        ct = plan.run(key, column)[0] * key.plain(masks) % key.n2
         packed.append(rerandomize(key, ct, params.djn))
     squares = int((xq.astype(object) ** 2).sum())
-    return packed, [*r, total, squares]
+    return packed, [*r, int(xq.sum()), squares]
 
 
 def server_square(

@@ -73,6 +73,11 @@ def encrypt_labels(
     redundant column, encrypted once with the key owner's fast obfuscators (``djn``: DJN ones)."""
     y = np.asarray(y, dtype=np.int64)
     plain = [int(y[a] == k) for a in range(len(y)) for k in range(n_classes - 1)]
+    return encrypt_plain(key, plain, workers, djn)
+
+
+def encrypt_plain(key: PrivateKey, plain: list[int], workers: int, djn: bool) -> list[mpz]:
+    """The key owner's encryptions of ``plain`` (DJN or CRT randomness), over the workers."""
     prepare(key.public, djn)
     parts = fork_map(
         _encrypt_part, chunks(len(plain), workers), workers, key=key, plain=plain, djn=djn

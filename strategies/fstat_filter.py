@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams, class_weights
-from vflfs.ml.fstat_secure import server_finish, server_square
+from vflfs.ml.fstat_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
@@ -99,9 +99,8 @@ def secure_fstat(
 
 def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> list[np.ndarray]:
     workers, nbytes, c = resolve_workers(workers_cfg), key.public.nbytes, params.n_classes
-    packed = send_labels(
-        federation, "query.fstat_mask", key, params, rows, y, workers_cfg, params.djn
-    )
+    labels = encrypt_labels(key, y, params, workers)
+    packed = send_labels(federation, "query.fstat_mask", key, params, rows, labels, workers_cfg)
     common = {**params.to_payload(), "workers": int(workers_cfg or 0)}
     weights, scale = class_weights(y, c)
     enc = [paillier.owner_encrypt(key, v, params.djn) for v in [*weights, scale]]

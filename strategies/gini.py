@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.gini import GiniParams
-from vflfs.ml.gini_secure import server_finish, server_square
+from vflfs.ml.gini_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
@@ -115,9 +115,8 @@ def _protocol(
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
-    packed = send_labels(
-        federation, "query.gini_mask", key, params, rows, y, workers_cfg, params.djn
-    )
+    labels = encrypt_labels(key, y, params.n_classes, workers, params.djn)
+    packed = send_labels(federation, "query.gini_mask", key, params, rows, labels, workers_cfg)
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
