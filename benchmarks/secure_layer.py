@@ -6,13 +6,18 @@ Measured in one run:
 
 (a) new   :mod:`vflfs.ml.secure_layer` as the strategies call it: G packed along rows and along
           columns (21 fixed-point values per plaintext at 2048 bits), Straus products, DJN
-          randomness (``h_s^alpha`` from a fixed-base table), forked workers; also with one
-          worker and with full ``r^n`` randomness (``secure_randomness: full``).
+          randomness (``h_s^alpha`` from a fixed-base table), the default workers
+          (:func:`~vflfs.ml.secure_layer.default_workers`), obfuscators drawn from the pools
+          that each side fills while it waits for the other (here: filled before each timed
+          step, their cost reported apart as ``idle``); also with the obfuscators made on the
+          spot, with two workers, and with full ``r^n`` randomness (``secure_randomness: full``).
 (b) old   the previous implementation, re-implemented here: one ciphertext per value, one
           ``combine`` (a powmod per coefficient) per output, a full ``r^n`` powmod per
           re-randomisation, CRT obfuscators and decryption for the key owner, one process.
 
-Both must compute z = g W^T and dL/dg = delta W (to fixed-point precision). Per epoch:
+Both must compute z = g W^T and dL/dg = delta W (to fixed-point precision). Times are CPU
+seconds of the process and its forked workers (steady on a shared machine; the JSON also has
+the wall seconds). Per epoch:
 ``ceil(N_train / B)`` steps of ``P x (2 + 5 + 7) + (1 + 3 + 6)`` (the server works for every
 party in turn, the parties work at the same time on their own machines), plus one forward of the
 evaluation rows (steps 1-4). Run from the repository root::
@@ -27,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -38,17 +44,46 @@ from vflfs.ml import secure_layer as sl
 SERVER, PARTY = ("2", "5", "7"), ("1", "3", "6")
 
 
-class Clock:
-    """Wall seconds per protocol step."""
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the fork pools), user + system."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
-    def __init__(self) -> None:
+
+class Clock:
+    """CPU seconds (``seconds``: steady on a shared machine) and wall seconds (``wall``) per
+    protocol step, the least over repeats; before each, the obfuscator pools are filled (CPU
+    seconds in ``idle``: the work a side does while it waits for the other)."""
+
+    def __init__(self, pools=()) -> None:
         self.seconds: dict[str, float] = {}
+        self.wall: dict[str, float] = {}
+        self.idle, self.pools = 0.0, list(pools)
 
     def __call__(self, step: str, fn, *args):
-        start = time.perf_counter()
+        cpu = cpu_seconds()
+        for pool in self.pools:
+            pool.fill()
+        self.idle += cpu_seconds() - cpu
+        start, cpu = time.perf_counter(), cpu_seconds()
         out = fn(*args)
-        self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - start
+        cpu, wall = cpu_seconds() - cpu, time.perf_counter() - start
+        self.seconds[step] = min(self.seconds.get(step, cpu), cpu)  # the least of the repeats
+        self.wall[step] = min(self.wall.get(step, wall), wall)
         return out
+
+
+def manual_pools(ciphers, precompute: bool) -> list:
+    """Pools without the background thread (filled by :class:`Clock`), or none at all."""
+    out = []
+    for cipher in ciphers:
+        size = sl.POOL_SIZE if precompute else 0
+        cipher.pool = paillier.ObfuscatorPool(cipher.obfuscator, size, background=False)
+        out.append(cipher.pool)
+    return out
 
 
 def problem(batch: int, e: int, width: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -68,15 +103,22 @@ def check(x: dict, z: np.ndarray, grad: np.ndarray) -> dict[str, float]:
     }
 
 
-def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
-    """Steps 1-7 through :mod:`vflfs.ml.secure_layer` (keys made and tables built untimed)."""
-    party = sl.make_cipher("paillier", bits, workers, randomness)
-    server = sl.make_cipher("paillier", bits, workers, randomness)
+def run_new(x: dict, args, workers: int | None, randomness: str, precompute: bool) -> dict:
+    """Steps 1-7 through :mod:`vflfs.ml.secure_layer` (keys made and tables built untimed),
+    ``args.repeat`` times."""
+    party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
+    server = sl.make_cipher("paillier", args.key_bits, workers, randomness)
     if randomness == "djn":
         paillier.djn_table(party.public.n), paillier.djn_table(server.public.n)
+    clock = Clock(manual_pools([party, server], precompute))
+    for _ in range(args.repeat):
+        out = one_step(x, party, server, clock)
+    return {"idle_s": clock.idle / args.repeat, "workers": party.workers, **out}
+
+
+def one_step(x: dict, party, server, clock: Clock) -> dict:
     g, w_tilde, eps, delta = x["g"], x["w"] + x["eps"], x["eps"], x["delta"]
-    rows, clock = len(g), Clock()
-    rng = np.random.default_rng(1)
+    rows, rng = len(g), np.random.default_rng(1)
     wire, wire_t = clock("1", sl.party_encrypt, party, g)
     y, e_s = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, rows))
     z_wire = clock("3", sl.party_forward, party, y, g, eps)
@@ -90,7 +132,13 @@ def run_new(x: dict, bits: int, workers: int | None, randomness: str) -> dict:
     grad = sl.party_gradient(grad_wire, r)
     up = sum(a.nbytes for a in (wire, wire_t, z_wire, m, de))
     down = sum(a.nbytes for a in (y, gradw, enc_d, grad_wire))
-    return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
+    return {
+        "steps": dict(clock.seconds),
+        "wall": dict(clock.wall),
+        "mb_up": up / 1e6,
+        "mb_down": down / 1e6,
+        **check(x, z, grad),
+    }
 
 
 def run_old(x: dict, bits: int, batch: int) -> dict:
@@ -150,11 +198,12 @@ def per_epoch(steps: dict, eval_s: float, args) -> dict:
 
 
 def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> float:
-    """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once)."""
+    """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once;
+    obfuscators made on the spot: more than a pool holds)."""
     party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
     paillier.djn_table(party.public.n)
     g, w_tilde, eps = x_eval["g"], x_eval["w"] + x_eval["eps"], x_eval["eps"]
-    clock = Clock()
+    clock = Clock(manual_pools([party], False))
     (wire,) = clock("1", sl.party_encrypt, party, g, False)
     y, _ = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, len(g)))
     clock("3", sl.party_forward, party, y, g, eps)
@@ -162,14 +211,27 @@ def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> fl
     return args.parties * s["2"] + s["1"] + s["3"]
 
 
+def old_path(args) -> dict:
+    """The previous implementation on ``--old-batch`` rows, scaled to the batch."""
+    old_batch = args.old_batch or args.batch
+    old = run_old(problem(old_batch, args.e, args.width), args.key_bits, args.batch)
+    scale = args.batch / old_batch  # every cost of the old path is linear in the batch
+    old["steps"] = {k: v * scale for k, v in old["steps"].items()}
+    s = old["steps"]  # the old evaluation forward: linear in the rows, extrapolated
+    old_eval = (args.parties * s["2"] + s["1"] + s["3"]) / args.batch * args.eval_rows
+    old["epoch"] = per_epoch(old["steps"], old_eval * bool(args.eval), args)
+    return old
+
+
 def show(name: str, result: dict) -> None:
     steps = "  ".join(f"{k}: {v:6.2f}" for k, v in sorted(result["steps"].items()))
     epoch = result["epoch"]
+    idle = f" idle {result['idle_s']:.2f} s" if "idle_s" in result else ""
     print(
-        f"{name:<22} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
+        f"{name:<30} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
         f"per party, party {epoch['party_s']:.2f})  epoch {epoch['epoch_s'] / 60:7.1f} min"
         f" (eval {epoch['eval_s']:.1f} s)  |z err| {result['z_error']:.1e}"
-        f"  |dg err| {result['grad_error']:.1e}"
+        f"  |dg err| {result['grad_error']:.1e}{idle}"
     )
 
 
@@ -182,40 +244,44 @@ def main() -> None:
     parser.add_argument("--parties", type=int, default=2)
     parser.add_argument("--n-train", type=int, default=2600)
     parser.add_argument("--eval-rows", type=int, default=1000, help="validation + test rows")
-    parser.add_argument("--workers", type=int, default=None, help="default: every CPU")
+    parser.add_argument("--workers", type=int, default=None, help="default: default_workers()")
+    parser.add_argument("--eval", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--repeat", type=int, default=3, help="steps per variant (least kept)")
+    parser.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--old-batch", type=int, default=None, help="old path on fewer rows")
     parser.add_argument("--out", default=None, help="JSON file for every number")
     args = parser.parse_args()
-    print(f"cpus {os.cpu_count()}, load average {np.round(os.getloadavg(), 2).tolist()}")
+    print(
+        f"cpus {os.cpu_count()}, default workers {sl.default_workers()}, "
+        f"load average {np.round(os.getloadavg(), 2).tolist()}"
+    )
     x = problem(args.batch, args.e, args.width)
     x_eval = problem(args.eval_rows, args.e, args.width, seed=2)
     results = {}
-    for name, workers, randomness in (
-        ("new", args.workers, "djn"),
-        ("new, 1 worker", 1, "djn"),
-        ("new, r^n randomness", args.workers, "full"),
+    for name, workers, randomness, precompute in (
+        ("new", args.workers, "djn", True),
+        ("new, obfuscators on the spot", args.workers, "djn", False),
+        ("new, 2 workers", 2, "djn", True),
+        ("new, r^n randomness", args.workers, "full", True),
     ):
-        results[name] = run_new(x, args.key_bits, workers, randomness)
-        eval_s = eval_forward(x_eval, args, workers, randomness)
+        results[name] = run_new(x, args, workers, randomness, precompute)
+        eval_s = eval_forward(x_eval, args, workers, randomness) if args.eval else 0.0
         results[name]["epoch"] = per_epoch(results[name]["steps"], eval_s, args)
-    old_batch = args.old_batch or args.batch
-    old = run_old(problem(old_batch, args.e, args.width), args.key_bits, args.batch)
-    scale = args.batch / old_batch  # every cost of the old path is linear in the batch
-    old["steps"] = {k: v * scale for k, v in old["steps"].items()}
-    s = old["steps"]  # the old evaluation forward: linear in the rows, extrapolated
-    old_eval = (args.parties * s["2"] + s["1"] + s["3"]) / args.batch * args.eval_rows
-    old["epoch"] = per_epoch(old["steps"], old_eval, args)
-    results["old"] = old
+    if args.old:
+        results["old"] = old_path(args)
+    steps = math.ceil(args.n_train / args.batch)
     print(
         f"{args.key_bits}-bit keys, B = {args.batch}, e = {args.e}, width = {args.width}, "
         f"{args.parties} parties, N_train = {args.n_train}, {args.eval_rows} evaluation rows "
-        f"(per epoch: {results['old']['epoch']['steps']} steps + the evaluation forward)"
+        f"(per epoch: {steps} steps + the evaluation forward); CPU seconds"
     )
     for name, result in results.items():
         show(name, result)
-    ratio = old["epoch"]["step_s"] / results["new"]["epoch"]["step_s"]
-    print(f"old / new per step: {ratio:.0f}x")
-    for name in ("new", "old"):
+    ratio = None
+    if args.old:
+        ratio = results["old"]["epoch"]["step_s"] / results["new"]["epoch"]["step_s"]
+        print(f"old / new per step: {ratio:.0f}x")
+    for name in [n for n in ("new", "old") if n in results]:
         mb = results[name]
         print(f"{name}: {mb['mb_up']:.3f} MB up, {mb['mb_down']:.3f} MB down per step and party")
     if args.out:

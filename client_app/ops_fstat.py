@@ -36,10 +36,10 @@ def fstat_mask(session: Session, payload: Payload) -> Payload:
     given = mask_inputs(session, payload)
     key, params = given.key, FStatParams.from_payload(payload)
     packed, kept = party_mask(given.X, given.labels, key, params, given.workers)
-    kept = paillier.to_array(kept.ravel().tolist(), _kept_bytes(params), kept.shape)
+    kept = paillier.to_wire(kept.ravel().tolist(), _kept_bytes(params), kept.shape)
     keep_pending(session.context, PENDING, key, {"kept": kept})
     flat = [c for feature in packed for c in feature]
-    return {"packed": paillier.to_array(flat, key.nbytes, (len(packed), params.chunks))}
+    return {"packed": paillier.to_wire(flat, key.nbytes, (len(packed), params.chunks))}
 
 
 @OPERATIONS.operation("query.fstat_combine")
@@ -52,16 +52,16 @@ def fstat_combine(session: Session, payload: Payload) -> Payload:
     )
     params = FStatParams.from_payload(payload)
     shape = pending["kept"].shape[:-1]
-    kept = np.asarray(paillier.from_array(pending["kept"]), dtype=object).reshape(shape)
+    kept = paillier.from_wire(pending["kept"])
     returned = np.asarray(payload["returned"])
     if returned.shape[:2] != (shape[0], params.n_classes + 1):
         raise ValueError(f"returned ciphertexts of shape {returned.shape} for {shape[0]} features")
     per_feature = by_feature(returned)
-    weights = paillier.from_array(payload["class_weights"])
+    weights = paillier.ciphertexts(payload["class_weights"])
     workers = resolve_workers(payload.get("workers"))
     values = party_combine(key, params, kept, per_feature, weights, workers)
     del session.context.state[PENDING]
-    return {"values": paillier.to_array(values, key.nbytes)}
+    return {"values": paillier.to_wire(values, key.nbytes)}
 
 
 @OPERATIONS.operation("query.fstat_scores")

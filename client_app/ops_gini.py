@@ -37,13 +37,13 @@ def gini_mask(session: Session, payload: Payload) -> Payload:
         PENDING,
         key,
         {
-            "kept": paillier.to_array(masked.kept, key.nbytes),
+            "kept": paillier.to_wire(masked.kept, key.nbytes),
             "weights": masked.weights,
             "djn": np.asarray([int(masked.djn)], dtype=np.int64),
         },
     )
     flat = [c for feature in masked.packed for c in feature]
-    return {"packed": paillier.to_array(flat, key.nbytes, (len(masked.packed), params.chunks))}
+    return {"packed": paillier.to_wire(flat, key.nbytes, (len(masked.packed), params.chunks))}
 
 
 @OPERATIONS.operation("query.gini_combine")
@@ -56,7 +56,7 @@ def gini_combine(session: Session, payload: Payload) -> Payload:
     )
     masked = Masked(
         packed=[],
-        kept=paillier.from_array(pending["kept"]),
+        kept=paillier.ciphertexts(pending["kept"]),
         weights=np.array(pending["weights"]),
         djn=bool(pending["djn"][0]),
     )
@@ -66,7 +66,7 @@ def gini_combine(session: Session, payload: Payload) -> Payload:
     per_feature = by_feature(squares)
     weighted = party_combine(key, masked, per_feature, resolve_workers(payload.get("workers")))
     del session.context.state[PENDING]
-    return {"weighted": paillier.to_array(weighted, key.nbytes)}
+    return {"weighted": paillier.to_wire(weighted, key.nbytes)}
 
 
 @OPERATIONS.operation("query.gini_scores")

@@ -15,6 +15,7 @@ from flwr.app import ArrayRecord
 from vflfs.federation import Payload
 from vflfs.federation.payload import from_array as record_array
 from vflfs.federation.payload import to_array as record
+from vflfs.ml import paillier
 from vflfs.ml import secure_layer as sl
 
 from .operations import step
@@ -46,10 +47,6 @@ def _ciphers(state: dict[str, np.ndarray]):
     )
 
 
-def _int_bytes(v: int) -> np.ndarray:
-    return np.frombuffer(int(v).to_bytes(max(1, (int(v).bit_length() + 7) // 8), "big"), np.uint8)
-
-
 @OPERATIONS.operation("train.secure_setup")
 def secure_setup(session: Session, payload: Payload) -> Payload:
     """Payload: ``mode``, ``key_bits``, ``server_key`` (bytes), ``width``, ``noise``, ``lr``,
@@ -64,8 +61,8 @@ def secure_setup(session: Session, payload: Payload) -> Payload:
         session,
         {
             "mode": np.array([MODES[mode]], np.int64),
-            "p": _int_bytes(private.p if private else 0),
-            "q": _int_bytes(private.q if private else 0),
+            "p": paillier.int_bytes(private.p if private else 0),
+            "q": paillier.int_bytes(private.q if private else 0),
             "server_key": np.asarray(payload["server_key"], np.uint8),
             "eps": np.zeros((int(payload["width"]), e), np.float64),
             "params": np.array([float(payload["noise"]), float(payload["lr"])]),

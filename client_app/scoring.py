@@ -39,7 +39,7 @@ def mask_inputs(session: Session, payload: Payload) -> MaskInputs:
     return MaskInputs(
         key=paillier.PublicKey.from_bytes(payload["public_key"]),
         X=training_view(session, payload["rows"]),
-        labels=paillier.from_array(payload["labels"]),
+        labels=paillier.ciphertexts(payload["labels"]),
         workers=resolve_workers(payload.get("workers")),
     )
 
@@ -76,7 +76,7 @@ def load_pending(
 def by_feature(array: np.ndarray) -> list[list]:
     """The ciphertexts of a ``uint8`` array (features, per feature, bytes), per feature."""
     array = np.asarray(array)
-    flat = paillier.from_array(array)
+    flat = paillier.ciphertexts(array)
     per = array.shape[1]
     return [flat[f * per : (f + 1) * per] for f in range(array.shape[0])]
 

@@ -9,7 +9,6 @@ rebuilt from ``context.state`` (spec section 3).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context
@@ -27,16 +26,6 @@ _CACHE: dict[tuple[int, int], tuple[str, int, Party]] = {}
 
 class PartyNotReady(RuntimeError):
     """An operation needs a party that was never set up in this run."""
-
-
-@dataclass
-class CacheStats:
-    hits: int = 0
-    misses: int = 0
-    by_version: dict = field(default_factory=dict)
-
-
-STATS = CacheStats()
 
 
 def build_party(spec: dict, rows: dict[str, np.ndarray]) -> Party:
@@ -73,9 +62,7 @@ def restore(context: Context) -> tuple[Party, dict, str]:
     spec = json.loads(str(meta["spec"]))
     cached = _CACHE.get((context.run_id, context.node_id))
     if cached is not None and cached[0] == nonce and cached[1] == version:
-        STATS.hits += 1
         return cached[2], spec, nonce
-    STATS.misses += 1
     party = build_party(spec, {k: from_array(a) for k, a in context.state[ROWS].items()})
     party.load_state_arrays(
         {

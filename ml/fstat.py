@@ -44,21 +44,6 @@ def f_from_rho(rho: float, rows: int, classes: int) -> float:
     return (rows - classes) / (classes - 1) * rho / (1 - rho)
 
 
-def f_statistic(X: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Plaintext one-way ANOVA F of every column (0 for constant columns)."""
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.int64)
-    n_k = np.bincount(y, minlength=n_classes).astype(np.float64)
-    present = n_k > 0
-    sums = np.zeros((n_classes, X.shape[1]))
-    np.add.at(sums, y, X)
-    total, rows = X.sum(axis=0), len(y)
-    ssb = (sums[present] ** 2 / n_k[present, None]).sum(axis=0) - total**2 / rows
-    sst = (X**2).sum(axis=0) - total**2 / rows
-    rho = np.divide(ssb, sst, out=np.zeros_like(sst), where=sst > 1e-12 * rows)
-    return np.asarray([f_from_rho(r, rows, int(present.sum())) for r in rho])
-
-
 def class_weights(y: np.ndarray, n_classes: int) -> tuple[list[int], int]:
     """The server's secrets: v_k = L / n_k (0 for a class absent from these rows) and
     L = prod_k n_k over the present classes, so that v_k / L = 1 / n_k exactly."""
@@ -80,8 +65,10 @@ class FStatParams:
     weight_bits: int  # E (of omega)
     mask_bits: int
     key_bits: int
+    djn: bool = True  # DJN randomness for encryptions and re-randomisations (else r^n)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "djn", bool(self.djn))
         if not 1 <= self.value_bits <= 24 or not 8 <= self.weight_bits <= 64:
             raise ValueError(f"bad F-statistic parameters: {self}")
         if self.mask_bits < 20 or self.classes_present < 2:

@@ -3,9 +3,13 @@
 Built like the secure Gini (Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1; masked squaring
 of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per feature:
 
-1. party (:func:`party_mask`): [[S_k]] = sum_a x_a [[A_ak]] for k < c-1 (a multi-exponentiation:
-   Pippenger's buckets), [[S_{c-1}]] = S - the others; sends the packed masked sums
-   u_k = S_k + r_k, re-randomised, and keeps r_k, S and sum x^2.
+1. party (:func:`party_mask`): the server's labels come packed, one plaintext per row and
+   chunk of classes (:func:`encrypt_labels`), so prod_a [[P_a]]^(x_a) (one bucketed
+   multi-exponentiation, :class:`~vflfs.ml.paillier.Plan`) is [[sum_k S_k 2^(width k)]]: every
+   class sum S_k = sum_a x_a A_ak in its slot; the party adds packed masks, so that it sends
+   u_k = S_k + r_k, re-randomised, and keeps r_k, S and sum x^2. The masks r_k are uniform in
+   [0, 2^(mask_bits + bits(N (2^P - 1)))) above S_k <= N (2^P - 1): statistical distance
+   2^-mask_bits (2^-40 by default) from the masks alone.
 2. server (:func:`server_square`): decrypts u_k and, with its secret class weights
    v_k = L / n_k (L = prod_k n_k), returns [[sum_k v_k u_k^2]] and [[v_k u_k]] for each k.
 3. party (:func:`party_combine`): [[T]] = [[sum v u^2]] - 2 sum_k r_k [[v_k u_k]] +
@@ -14,43 +18,45 @@ of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per featu
    server sends [[v_k]] and [[L]] encrypted: the class sizes stay its secret.
 4. server: rho = V / (2^E M L) and F = (N - c) / (c - 1) rho / (1 - rho).
 
-The server sees masked sums (statistically hidden) and V, i.e. rho: nothing but F. A party sees
-only ciphertexts, and its own features' F at the end.
+Randomness (``params.djn``) as for the secure Gini: DJN ``h_s^alpha`` for every encryption and
+re-randomisation (the default; the assumption is stated in :mod:`vflfs.ml.paillier.djn`), or
+``r^n``. The server sees masked sums (statistically hidden) and V, i.e. rho: nothing but F. A
+party sees only ciphertexts, and its own features' F at the end.
 """
 
 from __future__ import annotations
 
-import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
 from .fstat import FStatParams, f_from_rho, quantize
-from .paillier import ONE, PrivateKey, PublicKey, pack, pack_plain, random_bits, unpack_plain
+from .gini_secure import encrypt_plain, prepare
+from .paillier import (
+    Plan,
+    PrivateKey,
+    PublicKey,
+    owner_encrypt,
+    pack_plain,
+    random_bits,
+    rerandomize,
+    unpack_plain,
+)
 from .parallel import chunks, fork_map, shared
 
-WINDOW = 8  # bits per Pippenger window
 
-
-def multi_exp(key: PublicKey, cts: list[mpz], exps: np.ndarray, bits: int) -> mpz:
-    """Enc(sum_a exps[a] m_a) = prod_a cts[a]^exps[a], by buckets per ``WINDOW``-bit digit:
-    about (bits / WINDOW) (len(cts) + 2^(WINDOW+1)) multiplications instead of bits len(cts)."""
-    n2, result = key.n2, ONE
-    for j in reversed(range(-(-bits // WINDOW))):
-        if result != ONE:
-            result = gmpy2.powmod(result, 1 << WINDOW, n2)
-        digits = (exps >> (j * WINDOW)) & ((1 << WINDOW) - 1)
-        buckets = [ONE] * (1 << WINDOW)
-        for a in np.flatnonzero(digits).tolist():
-            d = int(digits[a])
-            buckets[d] = buckets[d] * cts[a] % n2
-        running, acc = ONE, ONE
-        for d in range((1 << WINDOW) - 1, 0, -1):
-            if buckets[d] != ONE:
-                running = running * buckets[d] % n2
-            if running != ONE:
-                acc = acc * running % n2
-        result = result * acc % n2
-    return result
+def encrypt_labels(key: PrivateKey, y: np.ndarray, params: FStatParams, workers: int) -> list:
+    """[[P_at]], rows x chunks (row-major): row a's one-hot labels packed into the slots of
+    chunk t (class k in slot k - t per_ct, ``width`` bits each), encrypted once. A party's
+    ``prod_a [[P_at]]^(x_a)`` is then every class sum of the chunk, already packed: one
+    multi-exponentiation per feature and chunk instead of one per class, and N chunks
+    encryptions instead of N (c - 1)."""
+    y = np.asarray(y, dtype=np.int64)
+    plain = [
+        pack_plain([int(y[a] == k) for k in params.chunk(t)], params.width)
+        for a in range(len(y))
+        for t in range(params.chunks)
+    ]
+    return encrypt_plain(key, plain, workers, params.djn)
 
 
 def party_mask(
@@ -58,11 +64,11 @@ def party_mask(
 ) -> tuple[list[list[mpz]], np.ndarray]:
     """Step 1 for every feature: (packed ciphertexts per feature, kept integers per feature:
     masks r_0..r_{c-1}, S, sum x^2 as an object array (features, c + 2))."""
-    c1 = params.n_classes - 1
-    columns = [labels[k::c1] for k in range(c1)]
-    if len(columns[0]) != len(X) or len(X) != params.rows:
-        raise ValueError(f"got {len(columns[0])} encrypted labels for {len(X)} training rows")
+    if len(labels) != len(X) * params.chunks or len(X) != params.rows:
+        raise ValueError(f"got {len(labels)} encrypted labels for {len(X)} training rows")
+    columns = [labels[t :: params.chunks] for t in range(params.chunks)]
     Xq = quantize(X, params.value_bits)
+    prepare(key, params.djn)
     tasks = chunks(Xq.shape[1], workers)
     parts = fork_map(_mask_part, tasks, workers, Xq=Xq, columns=columns, key=key, params=params)
     out = [feature for part in parts for feature in part]
@@ -80,24 +86,24 @@ def _mask_part(features: np.ndarray) -> list[tuple]:
 def mask_feature(
     xq: np.ndarray, columns: list[list[mpz]], key: PublicKey, params: FStatParams
 ) -> tuple[list[mpz], list[int]]:
-    sums = [multi_exp(key, col, xq, params.value_bits) for col in columns]
-    total = int(xq.sum())
-    sums.append(key.plain(total) * gmpy2.invert(key.product(sums), key.n2) % key.n2)
+    """One feature's step 1: per chunk, [[sum_k S_k 2^(width slot(k))]] = prod_a
+    [[P_at]]^(x_a), plus the packed masks, re-randomised; and what the party keeps."""
+    plan = Plan.of(np.asarray(xq, dtype=np.int64).reshape(-1, 1))
     r = [random_bits(params.mask_range) for _ in range(params.n_classes)]
     packed = []
-    for t in range(params.chunks):
-        js = params.chunk(t)
-        ct = pack(key, [sums[j] for j in js], params.width)
-        ct = ct * key.plain(pack_plain([r[j] for j in js], params.width)) % key.n2
-        packed.append(key.rerandomize(ct))
+    for t, column in enumerate(columns):
+        masks = pack_plain([r[j] for j in params.chunk(t)], params.width)
+        ct = plan.run(key, column)[0] * key.plain(masks) % key.n2
+        packed.append(rerandomize(key, ct, params.djn))
     squares = int((xq.astype(object) ** 2).sum())
-    return packed, [*r, total, squares]
+    return packed, [*r, int(xq.sum()), squares]
 
 
 def server_square(
     key: PrivateKey, params: FStatParams, weights: list[int], packed: list[list[mpz]], workers: int
 ) -> list[list[mpz]]:
     """Per feature: [[sum_k v_k u_k^2]], then [[v_k u_k]] for each class k."""
+    prepare(key.public, params.djn)
     tasks = chunks(len(packed), workers)
     inputs = {"key": key, "params": params, "weights": weights, "packed": packed}
     parts = fork_map(_square_part, tasks, workers, **inputs)
@@ -118,7 +124,8 @@ def _square_part(features: np.ndarray) -> list[list[mpz]]:
     for f in features:
         u = unmasked_sums(key, params, s["packed"][f])
         z = sum(vk * uk * uk for vk, uk in zip(v, u, strict=True))
-        out.append([key.encrypt(z), *[key.encrypt(vk * uk) for vk, uk in zip(v, u, strict=True)]])
+        enc = [z, *[vk * uk for vk, uk in zip(v, u, strict=True)]]
+        out.append([owner_encrypt(key, m, params.djn) for m in enc])
     return out
 
 
@@ -131,6 +138,7 @@ def party_combine(
     workers: int,
 ) -> list[mpz]:
     """[[V]] per feature from the server's step-2 ciphertexts, [[v_0]]..[[v_{c-1}]], [[L]]."""
+    prepare(key, params.djn)
     tasks = chunks(len(returned), workers)
     inputs = {"key": key, "params": params, "kept": kept, "returned": returned}
     parts = fork_map(_combine_part, tasks, workers, enc_weights=enc_weights, **inputs)
@@ -148,7 +156,7 @@ def _combine_part(features: np.ndarray) -> list[mpz]:
         t = key.combine([z, *vu, *v_enc], [1, *[-2 * x for x in r], *[x * x for x in r]])
         omega = params.omega(total, squares)
         v = key.combine([t, scale], [params.rows * omega, -omega * total * total])
-        out.append(key.rerandomize(v))
+        out.append(rerandomize(key, v, params.djn))
     return out
 
 

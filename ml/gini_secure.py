@@ -17,10 +17,12 @@ Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1, with the masked squaring of E
 
 Randomness (``params.djn``): with DJN randomness (the default) every encryption by the server and
 every re-randomisation by a party multiplies by ``h_s^alpha`` (:meth:`PublicKey.djn_obfuscator`,
-~12x cheaper than ``r^n`` at 2048 bits; the assumption is in docs/secure_layer.md); otherwise the
-server uses CRT ``r^n`` and the parties ``r^n``. The products with the masks and weights are
-Straus products (:func:`~vflfs.ml.paillier.power_product`). The work per feature is independent,
-so both sides split features over a fork pool.
+~12x cheaper than ``r^n`` at 2048 bits; the assumption is stated in :mod:`vflfs.ml.paillier.djn`);
+otherwise the server uses CRT ``r^n`` and the parties ``r^n``. The masks r_ik are uniform in
+[0, 2^(mask_bits + bits(N))) above counts n_ik <= N: each u_ik is within statistical distance
+2^-mask_bits (2^-40 by default) of its mask alone. The products with the masks and weights are
+:func:`~vflfs.ml.paillier.power_product`. The work per feature is independent, so both sides
+split features over a fork pool.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from .paillier import (
     PrivateKey,
     PublicKey,
     djn_table,
+    owner_encrypt,
     pack,
     pack_plain,
     power_product,
     random_bits,
+    rerandomize,
     unpack_plain,
 )
 from .parallel import chunks, fork_map, shared
@@ -56,18 +60,6 @@ class Masked:
     djn: bool = True  # re-randomise with DJN obfuscators (params.djn)
 
 
-def owner_encrypt(key: PrivateKey, m: int, djn: bool) -> mpz:
-    """The key owner's encryption: ``h_s^alpha`` (DJN) or CRT ``r^n`` randomness."""
-    if djn:
-        return key.public.plain(m) * key.public.djn_obfuscator() % key.public.n2
-    return key.encrypt(m)
-
-
-def rerandomize(key: PublicKey, c: mpz, djn: bool) -> mpz:
-    """A party's re-randomisation: times ``h_s^alpha`` (DJN) or ``r^n``."""
-    return c * (key.djn_obfuscator() if djn else key.obfuscator()) % key.n2
-
-
 def prepare(key: PublicKey, djn: bool) -> None:
     """Build the DJN table once in this process, before the workers fork (they inherit it)."""
     if djn:
@@ -81,6 +73,11 @@ def encrypt_labels(
     redundant column, encrypted once with the key owner's fast obfuscators (``djn``: DJN ones)."""
     y = np.asarray(y, dtype=np.int64)
     plain = [int(y[a] == k) for a in range(len(y)) for k in range(n_classes - 1)]
+    return encrypt_plain(key, plain, workers, djn)
+
+
+def encrypt_plain(key: PrivateKey, plain: list[int], workers: int, djn: bool) -> list[mpz]:
+    """The key owner's encryptions of ``plain`` (DJN or CRT randomness), over the workers."""
     prepare(key.public, djn)
     parts = fork_map(
         _encrypt_part, chunks(len(plain), workers), workers, key=key, plain=plain, djn=djn

@@ -15,13 +15,3 @@ def score(task: Task, output: torch.Tensor, y: np.ndarray) -> float:
     if task.kind == "classification":
         return float(accuracy_score(y, out.argmax(dim=1).numpy()))
     return float(r2_score(y, out.squeeze(-1).numpy()))
-
-
-def selection_quality(selected: np.ndarray, relevant: np.ndarray) -> dict[str, float]:
-    """Precision and recall of a selected feature set against the known relevant set."""
-    selected, relevant = set(map(int, selected)), set(map(int, relevant))
-    hits = len(selected & relevant)
-    return {
-        "precision": hits / len(selected) if selected else 0.0,
-        "recall": hits / len(relevant) if relevant else 0.0,
-    }

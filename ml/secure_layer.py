@@ -47,251 +47,63 @@ DJN's by default, and the work forks over ``workers`` processes.
 
 from __future__ import annotations
 
-import secrets
-from itertools import groupby
-
 import numpy as np
-from gmpy2 import mpz
 
-from . import paillier
-from .parallel import chunks, fork_map, resolve_workers, shared
+from .secure_cipher import (
+    MASK_BITS,
+    OFFSET,
+    PLAIN_SLOTS,
+    POOL_SIZE,
+    RANDOMNESS,
+    SCALE,
+    SCALE2,
+    SLOT,
+    WIRE,
+    F,
+    PaillierCipher,
+    PlainCipher,
+    decode2,
+    default_workers,
+    encode,
+    fold_tail,
+    ints_from_wire,
+    ints_to_wire,
+    make_cipher,
+    mask,
+    pack_rows,
+    private_cipher,
+    public_cipher,
+    unfold_tail,
+    unpack_rows,
+)
 
-F = 20
-SCALE = 1 << F
-SCALE2 = float(SCALE) * float(SCALE)
-MASK_BITS = 2 * F + 56
-WIRE = 16  # bytes of a masked plaintext integer on the wire (signed, 128 bits)
-
-
-# -- fixed point and masks ----------------------------------------------------------------------
-def encode(x: np.ndarray) -> np.ndarray:
-    """Fixed-point integers (Python ints in an object array) of ``x`` at scale 2^F."""
-    return np.rint(np.asarray(x, dtype=np.float64) * SCALE).astype(np.int64).astype(object)
-
-
-def decode2(ints: np.ndarray) -> np.ndarray:
-    """Floats of integers at scale 2^(2F) (a product of two encodings)."""
-    return (np.asarray(ints, dtype=object).astype(np.float64) / SCALE2).astype(np.float32)
-
-
-def mask(shape: tuple[int, ...]) -> np.ndarray:
-    """Uniform statistical masks in [0, 2^MASK_BITS) (CSPRNG)."""
-    size = int(np.prod(shape))
-    return np.array([secrets.randbits(MASK_BITS) for _ in range(size)], dtype=object).reshape(shape)
-
-
-def ints_to_wire(ints: np.ndarray, width: int = WIRE) -> np.ndarray:
-    """Signed integers as ``uint8`` of shape ``ints.shape + (width,)``."""
-    flat = np.asarray(ints, dtype=object).ravel()
-    raw = b"".join(int(v).to_bytes(width, "big", signed=True) for v in flat)
-    return np.frombuffer(raw, dtype=np.uint8).reshape(*np.shape(ints), width)
-
-
-def ints_from_wire(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    flat = array.reshape(-1, array.shape[-1])
-    out = [int.from_bytes(row.tobytes(), "big", signed=True) for row in flat]
-    return np.array(out, dtype=object).reshape(array.shape[:-1])
-
-
-# -- slots: several fixed-point values in one plaintext -------------------------------------------
-SLOT = MASK_BITS + 1  # bits per slot: a masked value y + OFFSET + mask lies in [0, 2^SLOT)
-OFFSET = 1 << (MASK_BITS - 1)  # makes every masked slot non-negative (|y| < 2^(MASK_BITS - 1))
-PLAIN_SLOTS = (2048 - 1) // SLOT  # plaintext mode packs as a 2048-bit key would
-
-
-def pack_rows(ints: np.ndarray, slots: int, offset: int = 0) -> np.ndarray:
-    """``R x C`` integers as ``ceil(R / slots) x C`` plaintexts: row ``b slots + t`` goes to slot t
-    of block b (plus ``offset``). Signed values are fine: the packing is an exact integer sum."""
-    ints = np.asarray(ints, dtype=object)
-    rows, cols = ints.shape
-    blocks = -(-rows // slots)
-    out = np.zeros((blocks, cols), dtype=object)
-    for b in range(blocks):
-        part = ints[b * slots : (b + 1) * slots]
-        for c in range(cols):
-            acc = 0
-            for v in reversed(part[:, c].tolist()):
-                acc = (acc << SLOT) + int(v) + offset
-            out[b, c] = acc
-    return out
-
-
-def unpack_rows(packed: np.ndarray, rows: int, slots: int) -> np.ndarray:
-    """The first ``rows`` rows of packed masked values, ``OFFSET`` removed."""
-    packed = np.asarray(packed, dtype=object)
-    out = np.zeros((rows, packed.shape[1]), dtype=object)
-    full = (1 << SLOT) - 1
-    for b in range(packed.shape[0]):
-        for c in range(packed.shape[1]):
-            v = int(packed[b, c])
-            for t in range(min(slots, rows - b * slots)):
-                out[b * slots + t, c] = ((v >> (SLOT * t)) & full) - OFFSET
-    return out
-
-
-# -- ciphers: identity (plaintext mode) or Paillier ---------------------------------------------
-class PlainCipher:
-    """``plaintext`` mode: the same protocol with identity encryption (integers in the clear)."""
-
-    kind = "plaintext"
-    slots = PLAIN_SLOTS
-
-    def encrypt(self, ints: np.ndarray) -> np.ndarray:
-        return np.array(ints, dtype=object)
-
-    def decrypt(self, cts: np.ndarray) -> np.ndarray:
-        return np.array(cts, dtype=object)
-
-    def affine(self, cts: np.ndarray, coeffs: np.ndarray, ints: np.ndarray) -> np.ndarray:
-        """Enc(M C + A) from Enc(M), plain integers C and A, re-randomised."""
-        cts, coeffs = np.asarray(cts, dtype=object), np.asarray(coeffs, dtype=object)
-        out = np.zeros((cts.shape[0], coeffs.shape[1]), dtype=object)
-        if cts.shape[1]:
-            out += cts.dot(coeffs)
-        return out + np.asarray(ints, dtype=object)
-
-    def to_wire(self, cts: np.ndarray) -> np.ndarray:
-        return ints_to_wire(cts, (SLOT * PLAIN_SLOTS) // 8 + 2)  # packed, signed
-
-    def from_wire(self, array: np.ndarray) -> np.ndarray:
-        return ints_from_wire(array)
-
-    def public_bytes(self) -> np.ndarray:
-        return np.zeros(0, np.uint8)
-
-
-class PaillierCipher(PlainCipher):
-    """Raw Paillier (:mod:`vflfs.ml.paillier`); with ``private`` the key owner's side too.
-
-    ``randomness``: ``djn`` (every encryption and re-randomisation uses ``h_s^alpha`` of this
-    key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`) or ``full`` (``r^n``: the key
-    owner's by CRT, the others' by a full powmod). ``workers`` forked processes share the work
-    once it is worth a fork (``min_parallel_s``)."""
-
-    kind = "paillier"
-    min_parallel_s = 0.05
-
-    def __init__(self, public, private=None, workers: int | None = None, randomness: str = "djn"):
-        if randomness not in RANDOMNESS:
-            raise ValueError(f"strategy.secure_randomness must be djn or full, got {randomness!r}")
-        self.public, self.private, self.randomness = public, private, randomness
-        self.workers = resolve_workers(workers)
-        self.slots = paillier.slots_per_plaintext(public.bits, SLOT)
-        self._scale = (public.bits / 2048) ** 2  # per-operation cost relative to 2048 bits
-
-    def obfuscator(self):
-        if self.randomness == "djn":
-            return self.public.djn_obfuscator()
-        return (self.private or self.public).obfuscator()
-
-    def _map(self, fn, count: int, ms_each: float, per_worker: int = 4, **inputs) -> list:
-        """``fn`` over index chunks of ``range(count)``, forked when worth it; flattened."""
-        seconds = count * ms_each * self._scale / 1000
-        workers = self.workers if seconds >= self.min_parallel_s else 1
-        if workers > 1 and self.randomness == "djn":
-            paillier.djn_table(self.public.n)  # built once here, inherited by the workers
-        parts = fork_map(fn, chunks(count, workers, per_worker), workers, cipher=self, **inputs)
-        return [x for part in parts for x in part]
-
-    def encrypt(self, ints: np.ndarray) -> np.ndarray:
-        flat = [int(v) for v in np.ravel(np.asarray(ints, dtype=object))]
-        out = self._map(_encrypt_task, len(flat), 1.0, values=flat)
-        return _shaped(out, np.shape(ints))
-
-    def decrypt(self, cts: np.ndarray) -> np.ndarray:
-        """Plaintexts in [0, n) (masked slots are non-negative)."""
-        flat = list(np.ravel(cts))
-        return _shaped(self._map(_decrypt_task, len(flat), 2.4, cts=flat), np.shape(cts))
-
-    def affine(self, cts: np.ndarray, coeffs: np.ndarray, ints: np.ndarray) -> np.ndarray:
-        cts = np.asarray(cts, dtype=object)
-        rows, cols = cts.shape[0], np.shape(coeffs)[1]
-        ms = 0.7 + 0.04 * cts.shape[1]
-        out = self._map(
-            _affine_task,
-            rows * cols,
-            ms,
-            per_worker=1,
-            cts=[list(r) for r in cts],
-            plan=paillier.exp_plan(coeffs),
-            adds=[[int(v) for v in r] for r in np.asarray(ints, dtype=object)],
-        )
-        return _shaped(out, (rows, cols))
-
-    def mask_out(self, c, v: int):
-        """``c + v`` under fresh randomness: nobody can tell where it came from."""
-        n2 = self.public.n2
-        return c * self.public.plain(v) % n2 * self.obfuscator() % n2
-
-    def to_wire(self, cts: np.ndarray) -> np.ndarray:
-        return paillier.to_array(list(np.ravel(cts)), self.public.nbytes, np.shape(cts))
-
-    def from_wire(self, array: np.ndarray) -> np.ndarray:
-        array = np.asarray(array)
-        return _shaped(paillier.from_array(array), array.shape[:-1])
-
-    def public_bytes(self) -> np.ndarray:
-        return np.frombuffer(self.public.to_bytes(), dtype=np.uint8)
-
-
-RANDOMNESS = ("djn", "full")
-
-
-def _shaped(flat: list, shape: tuple) -> np.ndarray:
-    out = np.empty(len(flat), dtype=object)
-    out[:] = flat
-    return out.reshape(shape)
-
-
-def _encrypt_task(index: np.ndarray) -> list:
-    cipher, values = shared()["cipher"], shared()["values"]
-    plain, n2 = cipher.public.plain, cipher.public.n2
-    return [plain(values[i]) * cipher.obfuscator() % n2 for i in index]
-
-
-def _decrypt_task(index: np.ndarray) -> list:
-    cipher, cts = shared()["cipher"], shared()["cts"]
-    return [int(cipher.private.decrypt(cts[i])) for i in index]
-
-
-def _affine_task(index: np.ndarray) -> list:
-    """Outputs ``index`` (row-major) of Enc(M C + A): per row, the power tables of its
-    ciphertexts once, then Straus' products, the addition and fresh randomness."""
-    cipher, cts, adds = shared()["cipher"], shared()["cts"], shared()["adds"]
-    windows, plan, negative = shared()["plan"]
-    cols, out = len(plan), []
-    for r, items in groupby(index.tolist(), key=lambda i: i // cols):
-        ks = [i % cols for i in items]
-        tables = paillier.power_tables(cipher.public, cts[r], negative)
-        products = paillier.multi_exp(cipher.public, tables, windows, [plan[k] for k in ks])
-        out.extend(cipher.mask_out(c, adds[r][k]) for c, k in zip(products, ks, strict=True))
-    return out
-
-
-def make_cipher(mode: str, bits: int, workers: int | None = None, randomness: str = "djn"):
-    """A fresh key pair (``paillier``) or the identity cipher (``plaintext``)."""
-    if mode == "plaintext":
-        return PlainCipher()
-    if mode == "paillier":
-        private = paillier.generate_keys(bits)
-        return PaillierCipher(private.public, private, workers, randomness)
-    raise ValueError(f"strategy.secure must be 'none', 'plaintext' or 'paillier', got {mode!r}")
-
-
-def public_cipher(mode: str, public: np.ndarray, workers=None, randomness: str = "djn"):
-    """The other side's cipher from its public key bytes (operations only)."""
-    if mode == "plaintext":
-        return PlainCipher()
-    key = paillier.PublicKey.from_bytes(np.asarray(public).tobytes())
-    return PaillierCipher(key, None, workers, randomness)
-
-
-def private_cipher(mode: str, p: int, q: int, workers=None, randomness: str = "djn"):
-    if mode == "plaintext":
-        return PlainCipher()
-    public = paillier.PublicKey(mpz(p) * mpz(q))
-    return PaillierCipher(public, paillier.PrivateKey(public, mpz(p), mpz(q)), workers, randomness)
+__all__ = [
+    "F",
+    "MASK_BITS",
+    "OFFSET",
+    "PLAIN_SLOTS",
+    "POOL_SIZE",
+    "RANDOMNESS",
+    "SCALE",
+    "SCALE2",
+    "SLOT",
+    "WIRE",
+    "PaillierCipher",
+    "PlainCipher",
+    "decode2",
+    "default_workers",
+    "encode",
+    "fold_tail",
+    "ints_from_wire",
+    "ints_to_wire",
+    "make_cipher",
+    "mask",
+    "pack_rows",
+    "private_cipher",
+    "public_cipher",
+    "unfold_tail",
+    "unpack_rows",
+]
 
 
 # -- party side -----------------------------------------------------------------------------------
@@ -310,7 +122,8 @@ def party_encrypt(own: PlainCipher, g: np.ndarray, columns: bool = True) -> list
 
 def party_forward(own: PlainCipher, wire: np.ndarray, g: np.ndarray, eps: np.ndarray):
     """Step 3: decrypt ``[[G W~^T + E_s]]``, remove ``G eps^T``: ``z + E_s`` on the wire."""
-    y = unpack_rows(own.decrypt(own.from_wire(wire)), len(g), own.slots)
+    plain = unfold_tail(own.decrypt(own.from_wire(wire)), len(g), eps.shape[0], own.slots)
+    y = unpack_rows(plain, len(g), own.slots)
     return ints_to_wire(y - encode(g).dot(encode(eps).T))
 
 
@@ -332,7 +145,7 @@ def party_backward(
     r = mask((rows, eps.shape[1]))
     d = server.from_wire(delta)  # [[delta]]_s packed along rows, nb x width
     de = server.affine(d, encode(eps), pack_rows(r, server.slots, OFFSET))
-    return ints_to_wire(m), server.to_wire(de), r, n
+    return ints_to_wire(m), server.to_wire(fold_tail(server, de, rows)), r, n
 
 
 def party_gradient(wire: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -345,7 +158,7 @@ def server_forward(party: PlainCipher, cts: np.ndarray, w_tilde: np.ndarray, row
     """Step 2: ``[[G W~^T + E_s]]`` (packed along rows) on the wire, and the mask E_s to keep."""
     e_s = mask((rows, w_tilde.shape[0]))
     y = party.affine(cts, encode(w_tilde).T, pack_rows(e_s, party.slots, OFFSET))
-    return party.to_wire(y), e_s
+    return party.to_wire(fold_tail(party, y, rows)), e_s
 
 
 def server_z(wire: np.ndarray, e_s: np.ndarray) -> np.ndarray:
@@ -373,5 +186,6 @@ def server_weight_gradient(wire: np.ndarray, big_r: np.ndarray) -> np.ndarray:
 
 def server_embedding_gradient(own: PlainCipher, wire: np.ndarray, dw: np.ndarray) -> np.ndarray:
     """Step 7: ``delta W~ - (delta eps + r)`` on the wire."""
-    de = unpack_rows(own.decrypt(own.from_wire(wire)), dw.shape[0], own.slots)
+    plain = unfold_tail(own.decrypt(own.from_wire(wire)), dw.shape[0], dw.shape[1], own.slots)
+    de = unpack_rows(plain, dw.shape[0], own.slots)
     return ints_to_wire(dw - de)

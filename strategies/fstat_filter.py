@@ -27,10 +27,12 @@ from omegaconf import DictConfig
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams, class_weights
-from vflfs.ml.fstat_secure import server_finish, server_square
+from vflfs.ml.fstat_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
+from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
+from .gini import RANDOMNESS
 from .gini_filter import SelectThenTrain
 from .result import RunResult
 from .secure_scoring import (
@@ -46,14 +48,22 @@ log = logging.getLogger("vflfs")
 
 @dataclass(frozen=True)
 class FStatConfig(SectionConfig):
-    """``strategy.fstat``: key size, value bits P, fixed-point bits E, mask bits, CPU workers."""
+    """``strategy.fstat``: key size, value bits P, fixed-point bits E, mask bits, randomness
+    (``djn`` / ``full``, as ``strategy.gini.randomness``), CPU workers."""
 
     section: ClassVar[str] = "fstat"
     key_bits: int = 2048
     value_bits: int = 16
     weight_bits: int = 56
     mask_bits: int = 40
+    randomness: str = "djn"
     workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.randomness not in RANDOMNESS:
+            raise ConfigError(
+                f"strategy.fstat.randomness must be one of {RANDOMNESS}, got {self.randomness!r}"
+            )
 
 
 def secure_fstat(
@@ -80,6 +90,7 @@ def secure_fstat(
             weight_bits=cfg.weight_bits,
             mask_bits=cfg.mask_bits,
             key_bits=key.public.bits,
+            djn=cfg.randomness == "djn",
         )
         scores = _protocol(federation, key, params, rows, y, cfg.workers)
         log.info("secure F-statistic: %.1f s", time.perf_counter() - start)
@@ -88,18 +99,20 @@ def secure_fstat(
 
 def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> list[np.ndarray]:
     workers, nbytes, c = resolve_workers(workers_cfg), key.public.nbytes, params.n_classes
-    packed = send_labels(federation, "query.fstat_mask", key, params, rows, y, workers_cfg)
+    labels = encrypt_labels(key, y, params, workers)
+    packed = send_labels(federation, "query.fstat_mask", key, params, rows, labels, workers_cfg)
     common = {**params.to_payload(), "workers": int(workers_cfg or 0)}
     weights, scale = class_weights(y, c)
-    enc_weights = paillier.to_array([key.encrypt(v) for v in [*weights, scale]], nbytes)
+    enc = [paillier.owner_encrypt(key, v, params.djn) for v in [*weights, scale]]
+    enc_weights = paillier.to_wire(enc, nbytes)
     down = {}
     for m, per_feature in enumerate(packed):
         ret = server_square(key, params, weights, per_feature, workers)
-        returned = paillier.to_array([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
+        returned = paillier.to_wire([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
         down[m] = {"returned": returned, "class_weights": enc_weights, **common}
     replies = federation.send("query.fstat_combine", down)
     scores = [
-        server_finish(key, params, scale, paillier.from_array(replies[m]["values"]))
+        server_finish(key, params, scale, paillier.ciphertexts(replies[m]["values"]))
         for m in range(len(replies))
     ]
     send_scores(federation, "query.fstat_scores", scores)

@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.ml.gini import GiniParams
-from vflfs.ml.gini_secure import server_finish, server_square
+from vflfs.ml.gini_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
@@ -115,13 +115,12 @@ def _protocol(
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
-    packed = send_labels(
-        federation, "query.gini_mask", key, params, rows, y, workers_cfg, params.djn
-    )
+    labels = encrypt_labels(key, y, params.n_classes, workers, params.djn)
+    packed = send_labels(federation, "query.gini_mask", key, params, rows, labels, workers_cfg)
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
-        squares[m] = paillier.to_array(
+        squares[m] = paillier.to_wire(
             [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
         )
     replies = federation.send(
@@ -129,7 +128,7 @@ def _protocol(
         {m: {"squares": s, "workers": int(workers_cfg or 0)} for m, s in squares.items()},
     )
     scores = [
-        server_finish(key, params, paillier.from_array(replies[m]["weighted"]), workers)
+        server_finish(key, params, paillier.ciphertexts(replies[m]["weighted"]), workers)
         for m in range(len(replies))
     ]
     send_scores(federation, "query.gini_scores", scores)

@@ -19,8 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from vflfs.federation import Federation
 from vflfs.ml import paillier
-from vflfs.ml.gini_secure import encrypt_labels
-from vflfs.ml.parallel import resolve_workers
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -84,20 +82,17 @@ def send_labels(
     key: paillier.PrivateKey,
     params: ScoringParams,
     rows: np.ndarray,
-    y: np.ndarray,
+    labels: list,
     workers_cfg: int | None,
-    djn: bool = False,
 ) -> list[list[list]]:
-    """The first round-trip: the one-hot labels ``[[A]]`` of ``rows``, encrypted once (with DJN
-    randomness if ``djn``), go to every party with ``params``; per party, per feature, the
-    ciphertexts it packed."""
-    c = params.n_classes
-    labels = encrypt_labels(key, y, c, resolve_workers(workers_cfg), djn)
+    """The first round-trip: the encrypted labels ``[[A]]`` of ``rows`` (made once, the same
+    number per row) go to every party with ``params``; per party, per feature, the ciphertexts
+    it packed."""
     replies = federation.broadcast(
         message_type,
         {
             "public_key": key.public.to_bytes(),
-            "labels": paillier.to_array(labels, key.public.nbytes, (len(rows), c - 1)),
+            "labels": paillier.to_wire(labels, key.public.nbytes, (len(rows), -1)),
             "rows": rows,
             **params.to_payload(),
             "workers": int(workers_cfg or 0),
@@ -108,7 +103,7 @@ def send_labels(
 
 def by_feature(array: np.ndarray, per: int) -> list[list]:
     """The ciphertexts of a ``uint8`` array, ``per`` for each of its first axis' features."""
-    flat = paillier.from_array(array)
+    flat = paillier.ciphertexts(array)
     return [flat[f * per : (f + 1) * per] for f in range(len(array))]
 
 

@@ -163,9 +163,25 @@ def test_fstat_server_sees_only_masked_class_sums(fstat_run):
             continue
         Xq = quantize(views(experiment, rows)[party], 16)
         true = np.stack([Xq[y == k].sum(axis=0) for k in (0, 1)], axis=1).astype(object)
-        packed = paillier.from_array(payload["packed"])
+        packed = paillier.ciphertexts(payload["packed"])
         u = np.asarray([unmasked_sums(key, params, [c]) for c in packed], dtype=object)
         masks = (u - true).astype(float) / 2**params.mask_range
         assert (masks >= 0).all() and (masks < 1).all() and not (u == true).any()
         checked += 1
     assert checked == experiment.num_parties
+
+
+def test_fstat_full_randomness_equals_plaintext_and_bad_randomness_is_named():
+    from vflfs.runtime.config import ConfigError
+    from vflfs.strategies.fstat_filter import FStatConfig
+
+    cfg = tiny_config()
+    federation, experiment, _ = set_up(cfg)
+    scores = secure_fstat(federation, experiment, {"key_bits": 512, "randomness": "full"})
+    rows = experiment.splits.train
+    y = experiment.y[rows]
+    params = FStatParams(2, len(rows), 2, 16, 56, 40, 512, djn=False)
+    for secure, X in zip(scores, views(experiment, rows), strict=True):
+        np.testing.assert_array_equal(secure, fstat_fixed_point(quantize(X, 16), y, params))
+    with pytest.raises(ConfigError, match="randomness"):
+        FStatConfig.from_cfg({"randomness": "r^n"})

@@ -121,7 +121,7 @@ def test_parties_receive_only_ciphertexts_and_their_scores(madelon_run):
     first = next(p for _, op, p in down if op == "query.gini_mask")
     assert first["gini_djn"] == 1  # DJN randomness by default, on both sides
     labels = first["labels"]
-    cts = paillier.from_array(labels)
+    cts = paillier.ciphertexts(labels)
     assert len(set(cts)) == len(cts) == len(y)  # two plaintext values, all ciphertexts distinct
     assert [int(key.decrypt(c)) for c in cts] == (y == 0).astype(int).tolist()
 
@@ -135,7 +135,7 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
         if op == "query.gini_mask":
             X = views(experiment, rows)[party][:, :40]
             true = class_counts(bin_features(X, 10), y, 10, 2).reshape(40, -1)
-            packed = paillier.from_array(payload["packed"][:40])
+            packed = paillier.ciphertexts(payload["packed"][:40])
             per = params.chunks
             u = np.asarray(
                 [
@@ -152,7 +152,7 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
             )
             assert len(set(u.ravel().tolist())) == u.size
         elif op == "query.gini_combine":
-            q = [int(key.decrypt(c)) for c in paillier.from_array(payload["weighted"])]
+            q = [int(key.decrypt(c)) for c in paillier.ciphertexts(payload["weighted"])]
             G = [1 - v / (len(y) << F) for v in q]
             np.testing.assert_allclose(G, scores[party], rtol=0, atol=1e-15)
 
@@ -242,7 +242,7 @@ def test_raw_ciphertexts_are_phe_ciphertexts():
     assert key.decrypt(paillier.pack(key.public, cts, 20)) == paillier.pack_plain([3, 0, 9], 20)
     assert paillier.unpack_plain(paillier.pack_plain([3, 0, 9], 20), 3, 20) == [3, 0, 9]
     assert key.decrypt_signed(key.public.combine(cts, [-2, 5, 1], const=-4)) == -6 + 9 - 4
-    back = paillier.from_array(paillier.to_array(cts, key.public.nbytes))
+    back = paillier.ciphertexts(paillier.to_wire(cts, key.public.nbytes))
     assert back == cts and key.public.nbytes == 128
 
 

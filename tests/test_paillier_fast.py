@@ -1,8 +1,10 @@
-"""The fast Paillier primitives of the secure interactive layer: DJN randomness, Straus products."""
+"""The fast Paillier primitives (ml/paillier/): DJN randomness, Straus products, slots, wire
+codec, obfuscator pool."""
 
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 import pytest
@@ -44,8 +46,9 @@ def test_djn_obfuscators_decrypt_and_differ(key):
     assert key.decrypt_signed(public.plain(-5) * public.djn_obfuscator() % public.n2) == -5
 
 
+@pytest.mark.parametrize("buckets", [False, True])
 @pytest.mark.parametrize("bits", [1, 22, 64])
-def test_multi_exp_equals_combine(key, bits):
+def test_multi_exp_equals_combine(key, bits, buckets):
     """Straus' products with signed coefficients give exactly the ciphertexts of ``combine``."""
     public = key.public
     rng = np.random.default_rng(bits)
@@ -58,10 +61,10 @@ def test_multi_exp_equals_combine(key, bits):
     )
     coeffs[2, :] = 0  # a base no column uses
     coeffs[3, :] = np.abs(coeffs[3, :])  # a base without negative coefficients
-    windows, plan, negative = paillier.exp_plan(coeffs)
-    assert negative[3] is False
-    tables = paillier.power_tables(public, bases, negative)
-    out = paillier.multi_exp(public, tables, windows, plan)
+    plan = paillier.Plan.of(coeffs, buckets=buckets)
+    assert plan.inverse[3] is False and plan.buckets is buckets
+    out = plan.run(public, bases)
+    assert plan.run(public, bases, [4, 1]) == [out[4], out[1]]
     for k, c in enumerate(out):
         column = [int(v) for v in coeffs[:, k]]
         assert c == public.combine(bases, column)
@@ -69,6 +72,58 @@ def test_multi_exp_equals_combine(key, bits):
 
 
 def test_multi_exp_without_bases(key):
-    windows, plan, negative = paillier.exp_plan(np.zeros((0, 3), dtype=object))
-    out = paillier.multi_exp(key.public, [], windows, plan)
+    out = paillier.multi_exp(key.public, [], np.zeros((0, 3), dtype=object))
     assert [key.decrypt(c) for c in out] == [0, 0, 0]
+
+
+def test_cost_model_picks_buckets_for_many_bases_and_tables_for_many_outputs():
+    assert paillier.multiexp.choose(1440, 1, 16)[1] is True  # F-statistic class sums
+    assert paillier.multiexp.choose(16, 32, 22)[1] is False  # secure layer, one row block
+
+
+def test_keys_are_phe_keys(key):
+    from phe import paillier as phe
+
+    assert isinstance(key.public, phe.PaillierPublicKey)
+    assert isinstance(key, phe.PaillierPrivateKey)
+    c = key.encrypt(31337)
+    assert key.raw_decrypt(int(c)) == 31337 == key.decrypt(c)  # phe's own CRT decryption
+    assert key.decrypt(key.public.raw_encrypt(5)) == 5
+
+
+def test_wire_codec_is_fixed_width_and_signed_when_asked(key):
+    cts = [key.encrypt(v) for v in (1, 2, 3, 4)]
+    wire = paillier.to_wire(cts, key.public.nbytes, (2, 2))
+    assert wire.shape == (2, 2, 128) and wire.dtype == np.uint8
+    assert paillier.ciphertexts(wire) == cts
+    values = np.array([[-(2**90), 5], [0, 2**100]], dtype=object)
+    back = paillier.from_wire(paillier.to_wire(values.ravel(), 16, (2, 2), signed=True), True)
+    np.testing.assert_array_equal(back, values)
+    assert paillier.from_wire(paillier.int_bytes(2**70 + 3).reshape(1, -1))[0] == 2**70 + 3
+
+
+def test_slot_packer_round_trips_signed_values_and_homomorphic_packing(key):
+    ints = np.array([[-5, 7], [3, -1], [0, 2]], dtype=object)
+    packed = paillier.pack_columns(ints, 2, 20, offset=1 << 10)
+    assert packed.shape == (2, 2)
+    np.testing.assert_array_equal(paillier.unpack_columns(packed, 3, 2, 20, 1 << 10), ints)
+    cts = [key.encrypt(v) for v in (3, 0, 9)]
+    assert key.decrypt(paillier.pack(key.public, cts, 20)) == paillier.pack_plain([3, 0, 9], 20)
+
+
+def test_obfuscator_pool_hands_each_obfuscator_out_once(key):
+    pool = paillier.ObfuscatorPool(key.public.djn_obfuscator, 8, background=False)
+    assert pool.fill() == 8 and len(pool) == 8
+    first = pool.take(5)
+    assert len(pool) == 3 and len(pool.take(5, make=False)) == 3 and len(pool) == 0
+    more = pool.take(4)  # made on the spot
+    assert len(set(first + more)) == 9 and all(key.decrypt(o) == 0 for o in first + more)
+    background = paillier.ObfuscatorPool(key.public.djn_obfuscator, 4)
+    with background.working():
+        pass
+    for _ in range(500):  # the thread fills the stock by itself
+        if len(background) == 4:
+            break
+        time.sleep(0.01)
+    assert len(background) == 4
+    background.close()

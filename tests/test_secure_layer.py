@@ -225,3 +225,18 @@ def test_secure_needs_one_local_step(tmp_path):
     cfg = tiny_config(f"{SMALL} strategy.secure=plaintext training.local_steps=2")
     with pytest.raises(Exception, match="local_steps"):
         run_local(cfg, tmp_path)
+
+
+def test_last_row_block_folds_into_fewer_ciphertexts():
+    """A partly filled last block (B = 64 at 21 slots: one row) folds its column ciphertexts
+    together: 32 -> 2 for the key owner to decrypt, every masked slot intact."""
+    plain = sl.PlainCipher()
+    packed = sl.pack_rows(sl.mask((64, 32)), plain.slots)
+    folded = sl.fold_tail(plain, packed, 64)
+    assert packed.shape == (4, 32) and folded.shape == (3 * 32 + 2,)
+    np.testing.assert_array_equal(sl.unfold_tail(folded, 64, 32, plain.slots), packed)
+    party, _, party_pub, _ = _ciphers("paillier", 1, "djn")  # 5 slots: 12 rows leave 2
+    ints = sl.pack_rows(sl.mask((12, 3)), party.slots)
+    cts = sl.fold_tail(party_pub, party.encrypt(ints), 12)
+    assert cts.shape == (2 * 3 + 2,)
+    np.testing.assert_array_equal(sl.unfold_tail(party.decrypt(cts), 12, 3, party.slots), ints)
