@@ -10,7 +10,14 @@ import pytest
 
 from vflfs.client_app.app import app as client_app
 from vflfs.datasets import DataError
-from vflfs.datasets.alignment import AlignmentError, intersect, salted_hashes
+from vflfs.datasets.alignment import (
+    AlignmentError,
+    blind,
+    intersect,
+    new_key,
+    party_blinding,
+    raise_to_key,
+)
 from vflfs.datasets.party_files import load_labels_file, load_party_file
 from vflfs.federation import LocalGrid, PartyError
 from vflfs.runtime.config import ConfigError, compose_config
@@ -20,8 +27,6 @@ from vflfs.server_app.run import run_experiment
 from vflfs.strategies import STRATEGIES
 
 from helpers import TINY, run_local
-
-SALT = b"0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture(autouse=True)
@@ -54,29 +59,57 @@ def run_on_files(manifest: dict, out, extra: str = "", node_config: dict | None 
 # -- the maths ---------------------------------------------------------------------------------
 
 
-def test_salted_hashes_depend_on_the_salt_and_the_id_text():
-    a = salted_hashes(SALT, ["7", "8"])
-    assert a.shape == (2, 32) and a.dtype == np.uint8
-    assert np.array_equal(a, salted_hashes(SALT, np.asarray(["7", "8"])))
-    assert not np.array_equal(a, salted_hashes(SALT[::-1], ["7", "8"]))
-    assert not np.array_equal(a[0], salted_hashes(SALT, ["07"])[0])  # IDs compare as text
-    with pytest.raises(ValueError, match="at least 16 bytes"):
-        salted_hashes(b"short", ["1"])
+def psi(server_ids: list[str], *party_ids: list[str]):
+    """The protocol's three steps in one process: (keep, rows of each party, what the server
+    received from each party, the server's key)."""
+    s = new_key()
+    points = blind(s, server_ids)
+    blindings = [party_blinding(new_key(), points, np.asarray(ids)) for ids in party_ids]
+    own = [raise_to_key(s, b.own) for b in blindings]
+    keep, positions = intersect([b.labels for b in blindings], own)
+    rows = [b.order[p] for b, p in zip(blindings, positions, strict=True)]
+    return keep, rows, blindings, s
 
 
-def test_intersect_keeps_the_server_order_and_gives_each_party_its_rows():
-    server = salted_hashes(SALT, ["a", "b", "c", "d", "e"])
-    p0 = salted_hashes(SALT, ["e", "x", "a", "c", "d"])  # no "b"
-    p1 = salted_hashes(SALT, ["d", "c", "a", "y"])  # no "b", no "e"
-    keep, rows = intersect(server, [p0, p1])
+def test_psi_keeps_the_server_order_and_gives_each_party_its_rows():
+    keep, rows, blindings, _ = psi(
+        ["a", "b", "c", "d", "e"],
+        ["e", "x", "a", "c", "d"],  # no "b"
+        ["d", "c", "a", "y"],  # no "b", no "e"
+    )
     assert keep.tolist() == [0, 2, 3]  # a, c, d in the labels file's order
     assert rows[0].tolist() == [2, 3, 4] and rows[1].tolist() == [2, 1, 0]
+    for b in blindings:  # a party's points are sorted by value, not in its rows' order
+        assert b.own.shape[1] == 33 and b.own.dtype == np.uint8
+        assert [r.tobytes() for r in b.own] == sorted(r.tobytes() for r in b.own)
+
+
+def test_ids_compare_as_text_and_keys_are_fresh():
+    keep, _, _, _ = psi(["7", "07", "7.0"], ["7", "8"])
+    assert keep.tolist() == [0]
+    a, b = new_key(), new_key()
+    assert len(a) == 32 and a != b
+    assert not np.array_equal(blind(a, ["7"]), blind(b, ["7"]))
+
+
+def test_the_server_cannot_test_guessed_ids_against_a_party():
+    """The attack on salted hashes (hash every candidate ID, compare) finds nothing: the
+    party's points depend on its key, which never leaves it."""
+    ids = [str(i) for i in range(200)]
+    _, _, blindings, s = psi(["0", "1"], ids)
+    received = {r.tobytes() for r in blindings[0].own}
+    reblinded = {r.tobytes() for r in raise_to_key(s, blindings[0].own)}
+    for guess in (blind(s, ids), blind(new_key(), ids)):
+        assert not received & {r.tobytes() for r in guess}
+        assert not reblinded & {r.tobytes() for r in guess}
 
 
 def test_intersect_names_the_party_with_duplicate_ids():
-    server = salted_hashes(SALT, ["a", "b"])
+    s, k = new_key(), new_key()
+    labels = raise_to_key(k, blind(s, ["a", "b"]))
+    twice = raise_to_key(s, blind(k, ["a", "a", "b"]))
     with pytest.raises(AlignmentError, match="party 1 has 1 duplicate") as info:
-        intersect(server, [server, salted_hashes(SALT, ["a", "a", "b"])])
+        intersect([labels, labels], [raise_to_key(s, blind(k, ["a", "b"])), twice])
     assert info.value.party == 1
 
 
