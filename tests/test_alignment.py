@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -26,34 +24,13 @@ from vflfs.server_app.app import check_server_paths
 from vflfs.server_app.run import run_experiment
 from vflfs.strategies import STRATEGIES
 
-from helpers import TINY, run_local
+from helpers import TINY, run_local, run_on_files, split_files
 
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("VFLFS_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
-
-
-def split_files(out, overrides: str, *options: str) -> dict:
-    assert split_main([str(out), *options, *overrides.split()]) == 0
-    return json.loads((out / "split.json").read_text())
-
-
-def run_on_files(manifest: dict, out, extra: str = "", node_config: dict | None = None) -> dict:
-    """Run the manifest's server overrides over a LocalGrid whose nodes name their own files."""
-    cfg = compose_config(" ".join(manifest["server_overrides"]) + " " + extra)
-    grid = LocalGrid(client_app, len(manifest["parties"]))
-    for context in grid._state.values():
-        pid = int(context.node_config["partition-id"])
-        context.node_config.update(
-            {
-                "data-path": manifest["parties"][pid]["path"],
-                "id-column": "id",
-                **(node_config or {}),
-            }
-        )
-    return run_experiment(grid, cfg, out)
 
 
 # -- the maths ---------------------------------------------------------------------------------
@@ -147,6 +124,7 @@ def test_an_edited_party_file_is_read_again(tmp_path):
         (pd.DataFrame({"id": [1, 2], "f": ["a", "b"]}), "not numeric"),
         (pd.DataFrame({"id": [1, 2], "f": [1.0, np.nan]}), "NaN or infinite"),
         (pd.DataFrame({"id": [1, None], "f": [1.0, 2.0]}), "missing"),
+        (pd.DataFrame({"id": [], "f": []}), "has no rows \\(only a header\\)"),
     ],
 )
 def test_bad_party_files_are_refused(tmp_path, frame, message):
