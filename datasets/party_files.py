@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from vflfs.datasets.dataset import Dataset, make_dataset
 from vflfs.datasets.errors import DataError
+from vflfs.datasets.label_classes import check_classes
 from vflfs.datasets.npz_files import read_npz
 from vflfs.datasets.paths import check_file
 
@@ -144,6 +146,7 @@ class LabelsFile:
 
     ids: np.ndarray
     labels: Dataset  # X is a placeholder column of zeros: the server holds no features
+    classes: list[str] | None = None  # classification: the class names, by class id
 
 
 def load_labels_file(
@@ -153,8 +156,13 @@ def load_labels_file(
     label_column: str = "y",
     split_column: str | None = "split",
     task: str = "classification",
+    classes: Sequence[object] | None = None,
+    min_class_count: int | None = None,
 ) -> LabelsFile:
-    """Read the server's labels file: only the ID, label and (if present) split columns."""
+    """Read the server's labels file: only the ID, label and (if present) split columns.
+
+    For classification the classes are ``classes`` (declared) or inferred, and checked
+    (:func:`~vflfs.datasets.label_classes.check_classes`)."""
     file = check_file(Path(path).expanduser())
     columns = _label_columns(file, id_column, label_column, split_column)
     ids = _ids(file, columns[id_column])
@@ -169,15 +177,19 @@ def load_labels_file(
                 "'train' and 'test'"
             )
         train_idx, test_idx = np.flatnonzero(text == "train"), np.flatnonzero(text == "test")
+    y, names = columns[label_column], None
+    if task == "classification":
+        found = check_classes(file.name, y, classes, min_class_count)
+        y, names = found.y, found.names
     labels = make_dataset(
         f"labels:{file.name}",
         np.zeros((ids.shape[0], 1), np.float32),
-        columns[label_column],
+        y,
         task,
         train_idx=train_idx,
         test_idx=test_idx,
     )
-    return LabelsFile(ids=ids, labels=labels)
+    return LabelsFile(ids=ids, labels=labels, classes=names)
 
 
 def _read_party_npz(file: Path, id_column: str) -> dict[str, np.ndarray]:

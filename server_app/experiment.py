@@ -98,6 +98,8 @@ class Experiment:
             label_column=str(d.label_column),
             split_column=str(d.split_column) if d.get("split_column") else None,
             task=str(d.task),
+            classes=_opt_list(d.get("classes")),
+            min_class_count=d.get("min_class_count"),
         )
         n = int(cfg.split.num_parties)
         empty = np.zeros(0, np.int64)

@@ -139,14 +139,14 @@ def test_the_labels_file_reads_only_ids_labels_and_split(tmp_path):
     )
     frame["notes"] = ["free text", "not numeric", "ignored"]  # never read
     frame.to_csv(tmp_path / "labels.csv", index=False)
-    labels = load_labels_file(tmp_path / "labels.csv")
+    labels = load_labels_file(tmp_path / "labels.csv", min_class_count=1)
     assert labels.ids.tolist() == ["a", "b", "c"]
     assert labels.labels.y.tolist() == [1, 0, 1]
     assert labels.labels.train_idx.tolist() == [0, 2] and labels.labels.test_idx.tolist() == [1]
     frame["split"] = ["train", "valid", "test"]
     frame.to_csv(tmp_path / "labels.csv", index=False)
     with pytest.raises(DataError, match="only 'train' and 'test'"):
-        load_labels_file(tmp_path / "labels.csv")
+        load_labels_file(tmp_path / "labels.csv", min_class_count=1)
 
 
 def test_split_command_writes_files_and_commands(tmp_path, capsys):
