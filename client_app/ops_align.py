@@ -23,6 +23,7 @@ from vflfs.datasets.errors import DataError
 from vflfs.datasets.party_files import load_party_file
 from vflfs.federation import Payload
 from vflfs.federation.payload import from_array, to_array
+from vflfs.ml.parallel import resolve_workers
 
 from .registry import OPERATIONS
 from .session import Session
@@ -71,7 +72,8 @@ def align(session: Session, payload: Payload) -> Payload:
     source = _source(session, payload)
     table = load_party_file(source["path"], source["id_column"], source["cache_dir"] or None)
     server_points = check_points(payload["labels"], None, "the server", None)
-    blinding = party_blinding(new_key(), server_points, table.ids)
+    workers = resolve_workers(payload.get("workers"))
+    blinding = party_blinding(new_key(), server_points, table.ids, workers)
     session.context.state[ALIGNED] = ConfigRecord(
         {**source, "alignment": str(payload["alignment"]), "n_rows": int(len(table.ids))}
     )

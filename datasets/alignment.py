@@ -29,6 +29,7 @@ with warnings.catch_warnings():  # its generated protobuf code predates the runt
     import private_set_intersection.python as psi
 
 from vflfs.datasets.errors import DataError
+from vflfs.ml.parallel import chunks, fork_map, shared
 
 POINT_BYTES = 33  # a compressed P-256 point
 METHOD = "ECDH-PSI (openmined-psi, P-256)"
@@ -71,19 +72,37 @@ def check_points(points: np.ndarray, n: int | None, who: str, party: int | None)
     return points
 
 
-def raise_to_key(key: bytes, points: np.ndarray) -> np.ndarray:
-    """Each point raised to ``key`` (openmined-psi's ``ProcessRequest``), same order."""
-    server = psi.server.CreateFromKey(key, True)
+def raise_to_key(key: bytes, points: np.ndarray, workers: int = 1) -> np.ndarray:
+    """Each point raised to ``key`` (openmined-psi's ``ProcessRequest``), same order; on
+    ``workers`` forked processes."""
+    return _in_chunks(_raise_chunk, np.asarray(points, np.uint8), key, workers)
+
+
+def blind(key: bytes, ids: Sequence[str] | np.ndarray, workers: int = 1) -> np.ndarray:
+    """``H(id)^key`` of each ID's text (openmined-psi's ``CreateRequest``), same order; on
+    ``workers`` forked processes."""
+    return _in_chunks(_blind_chunk, _ids(ids), key, workers)
+
+
+def _in_chunks(fn, items, key: bytes, workers: int) -> np.ndarray:
+    parts = [(int(c[0]), int(c[-1]) + 1) for c in chunks(len(items), workers)]
+    results = fork_map(fn, parts, workers, key=key, items=items)
+    return np.concatenate(results) if results else np.zeros((0, POINT_BYTES), np.uint8)
+
+
+def _raise_chunk(part: tuple[int, int]) -> np.ndarray:
+    inputs = shared()
+    server = psi.server.CreateFromKey(inputs["key"], True)
     request = psi.Request()
     request.reveal_intersection = True
-    request.encrypted_elements.extend(_elements(points))
+    request.encrypted_elements.extend(_elements(inputs["items"][part[0] : part[1]]))
     return to_points(server.ProcessRequest(request).encrypted_elements)
 
 
-def blind(key: bytes, ids: Sequence[str] | np.ndarray) -> np.ndarray:
-    """``H(id)^key`` of each ID's text (openmined-psi's ``CreateRequest``), same order."""
-    client = psi.client.CreateFromKey(key, True)
-    return to_points(client.CreateRequest(_ids(ids)).encrypted_elements)
+def _blind_chunk(part: tuple[int, int]) -> np.ndarray:
+    inputs = shared()
+    client = psi.client.CreateFromKey(inputs["key"], True)
+    return to_points(client.CreateRequest(inputs["items"][part[0] : part[1]]).encrypted_elements)
 
 
 def new_key() -> bytes:
@@ -101,10 +120,12 @@ class PartyBlinding:
     order: np.ndarray
 
 
-def party_blinding(key: bytes, server_points: np.ndarray, ids: np.ndarray) -> PartyBlinding:
+def party_blinding(
+    key: bytes, server_points: np.ndarray, ids: np.ndarray, workers: int = 1
+) -> PartyBlinding:
     """Party m's step 2 with its secret ``key``."""
-    labels = raise_to_key(key, server_points)
-    own = blind(key, ids)
+    labels = raise_to_key(key, server_points, workers)
+    own = blind(key, ids, workers)
     order = np.argsort(own.view(f"S{POINT_BYTES}").reshape(-1), kind="stable")
     return PartyBlinding(labels=labels, own=own[order], order=order.astype(np.int64))
 

@@ -25,6 +25,7 @@ from vflfs.datasets.alignment import (
     raise_to_key,
 )
 from vflfs.federation import Federation, PartyError
+from vflfs.ml.parallel import resolve_workers
 
 from .experiment import Experiment
 
@@ -39,10 +40,12 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     cfg = experiment.cfg
     key, alignment = new_key(), uuid.uuid4().hex
     paths = _party_paths(cfg, experiment.num_parties)
-    points = blind(key, experiment.labels.ids)
+    workers = resolve_workers(cfg.get("alignment", {}).get("workers"))
+    points = blind(key, experiment.labels.ids, workers)
     payloads = {
         m: {
             "labels": points,
+            "workers": cfg.get("alignment", {}).get("workers"),
             "alignment": alignment,
             "id_column": str(cfg.dataset.id_column),
             **({"path": paths[m]} if paths else {}),
@@ -54,7 +57,8 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     for m in range(experiment.num_parties):
         try:
             labels.append(check_points(replies[m]["labels"], len(points), f"party {m}", m))
-            own.append(raise_to_key(key, check_points(replies[m]["ids"], None, f"party {m}", m)))
+            theirs = check_points(replies[m]["ids"], None, f"party {m}", m)
+            own.append(raise_to_key(key, theirs, workers))
         except KeyError as error:
             raise PartyError(m, ALIGN, f"its reply lacks {error}") from error
     try:
