@@ -10,6 +10,9 @@ paths, sample IDs or feature values:
   sends only its type and where the details are, since its message may quote the file;
 * a party without a file of its own (simulation on a dataset the server also names) sends the
   error's message: it holds nothing the server does not.
+
+The ClientApp's handler lets no ``Exception`` escape, so Flower's own error reply (which carries
+``str(exception)`` of whatever escapes a ClientApp) is left to failures outside vflfs's code.
 """
 
 from __future__ import annotations

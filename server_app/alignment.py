@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+import numpy as np
 from omegaconf import OmegaConf
 
 from vflfs.datasets.alignment import (
@@ -38,29 +39,23 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     """Align the parties' files with the labels file; the experiment on the common samples."""
     assert experiment.labels is not None
     cfg = experiment.cfg
+    settings = cfg.get("alignment", {})
     key, alignment = new_key(), uuid.uuid4().hex
-    paths = _party_paths(cfg, experiment.num_parties)
-    workers = resolve_workers(cfg.get("alignment", {}).get("workers"))
+    workers = resolve_workers(settings.get("workers"))
     points = blind(key, experiment.labels.ids, workers)
+    common = {
+        "labels": points,
+        "workers": settings.get("workers"),
+        "alignment": alignment,
+        "id_column": str(cfg.dataset.id_column),
+    }
+    paths = _party_paths(cfg, experiment.num_parties)
     payloads = {
-        m: {
-            "labels": points,
-            "workers": cfg.get("alignment", {}).get("workers"),
-            "alignment": alignment,
-            "id_column": str(cfg.dataset.id_column),
-            **({"path": paths[m]} if paths else {}),
-        }
+        m: {**common, **({"path": paths[m]} if paths else {})}
         for m in range(experiment.num_parties)
     }
     replies = federation.send(ALIGN, payloads)
-    labels, own = [], []
-    for m in range(experiment.num_parties):
-        try:
-            labels.append(check_points(replies[m]["labels"], len(points), f"party {m}", m))
-            theirs = check_points(replies[m]["ids"], None, f"party {m}", m)
-            own.append(raise_to_key(key, theirs, workers))
-        except KeyError as error:
-            raise PartyError(m, ALIGN, f"its reply lacks {error}") from error
+    labels, own = _party_points(replies, len(points), key, workers)
     try:
         keep, rows = intersect(labels, own)
     except AlignmentError as error:
@@ -68,7 +63,7 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
             raise
         raise PartyError(error.party, ALIGN, str(error)) from error
     report = overlap_report(len(experiment.labels.ids), [len(p) for p in own], len(keep))
-    minimum = int(cfg.get("alignment", {}).get("min_samples", 10))
+    minimum = int(settings.get("min_samples", 10))
     if len(keep) < minimum:
         raise AlignmentError(
             f"sample alignment found too few samples: {report}; alignment.min_samples is "
@@ -78,6 +73,24 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     log.info("alignment: %s", report)
     n_features = [int(replies[m]["n_features"]) for m in range(experiment.num_parties)]
     return experiment.aligned(keep, rows, n_features, alignment)
+
+
+def _party_points(
+    replies: dict[int, dict], n_labels: int, key: bytes, workers: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per party: the labels points under both keys (checked) and the party's own points
+    raised to the server's ``key``."""
+    labels, own = [], []
+    for m in sorted(replies):
+        try:
+            labels.append(check_points(replies[m]["labels"], n_labels, f"party {m}", m))
+            theirs = check_points(replies[m]["ids"], None, f"party {m}", m)
+        except KeyError as error:
+            raise PartyError(m, ALIGN, f"its reply lacks {error}") from error
+        except AlignmentError as error:
+            raise PartyError(m, ALIGN, str(error)) from error
+        own.append(raise_to_key(key, theirs, workers))
+    return labels, own
 
 
 def _party_paths(cfg, n: int) -> list[str] | None:
