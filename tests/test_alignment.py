@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from flwr.common.serde import recorddict_to_proto
 
 from vflfs.client_app.app import app as client_app
 from vflfs.datasets import DataError
@@ -211,6 +212,25 @@ def test_no_common_samples_is_a_clear_error(tmp_path):
     labels.to_csv(manifest["labels"]["path"], index=False)
     with pytest.raises(AlignmentError, match="too few samples: 0 samples in common"):
         run_on_files(manifest, tmp_path / "out")
+
+
+def test_no_id_travels_in_any_message(tmp_path):
+    """Every message of a run on party files, serialised as on the wire, holds no ID."""
+    manifest = split_files(tmp_path / "parts", f"{TINY} split.num_parties=2 training.epochs=1")
+    files = [manifest["labels"]["path"]] + [p["path"] for p in manifest["parties"]]
+    for path in files:
+        frame = pd.read_csv(path, dtype={"id": str})
+        frame["id"] = "customer-" + frame["id"]
+        frame.to_csv(path, index=False)
+    wire: list[bytes] = []
+
+    def observer(direction, party, operation, content) -> None:
+        wire.append(recorddict_to_proto(content).SerializeToString())
+
+    got = run_on_files(manifest, tmp_path / "out", observers=[observer])
+    assert got["alignment"]["method"].startswith("ECDH-PSI") and len(wire) > 6
+    blob = b"".join(wire)
+    assert b"customer-" not in blob
 
 
 def test_node_config_device_overrides_the_run_device(tmp_path):
