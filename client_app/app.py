@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import traceback
-
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from vflfs.federation.payload import decode, encode, encode_error
 
+from .errors import report_failure
 from .registry import OPERATIONS, Registered, load_operations
 from .session import Session
 
@@ -22,9 +21,8 @@ def _handler(op: Registered):
             return Message(encode(reply), reply_to=msg)
         except Exception as error:  # noqa: BLE001 - reported to the server, which raises
             session.discard()
-            return Message(
-                encode_error(op.message_type, error, traceback.format_exc(limit=8)), reply_to=msg
-            )
+            report = report_failure(context, op.message_type, error)
+            return Message(encode_error(report), reply_to=msg)
 
     handle.__name__ = op.message_type.replace(".", "_")
     return handle

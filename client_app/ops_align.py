@@ -15,16 +15,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flwr.app import ConfigRecord
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord
 
-from vflfs.datasets.alignment import salted_hashes
+from vflfs.datasets.alignment import check_points, new_key, party_blinding
+from vflfs.datasets.errors import DataError
 from vflfs.datasets.party_files import load_party_file
 from vflfs.federation import Payload
+from vflfs.federation.payload import from_array, to_array
+from vflfs.ml.parallel import resolve_workers
 
 from .registry import OPERATIONS
 from .session import Session
 
 ALIGNED = "vflfs.align"  # context.state record: the file this party aligned in this run
+ORDER = "vflfs.align_order"  # context.state record: its row behind each position it sent
 
 
 def _node(session: Session, key: str) -> str | None:
@@ -36,14 +41,17 @@ def _source(session: Session, payload: Payload) -> dict[str, str]:
     """The party's file: its node config's ``data-path``, else the server's fallback path."""
     path = _node(session, "data-path") or payload.get("path")
     if not path:
-        raise ValueError(
-            f"party {session.partition_id} has no data file: start its SuperNode with "
+        message = (
+            f"party {session.partition_id} has no data file; fix: start its SuperNode with "
             "--node-config \"partition-id=... data-path='/abs/path/party.csv' id-column='id'\" "
             "(or, in simulation, set dataset.party_paths)"
         )
+        raise DataError(message, public=message)
     if not Path(path).expanduser().is_absolute():
-        raise ValueError(
-            f"party {session.partition_id}: data-path must be an absolute path, got {path!r}"
+        raise DataError(
+            f"party {session.partition_id}: data-path must be an absolute path, got {path!r}",
+            public=f"party {session.partition_id}: data-path must be an absolute path; fix: "
+            "give the full path in its SuperNode's node config",
         )
     return {
         "path": str(Path(path).expanduser()),
@@ -54,20 +62,37 @@ def _source(session: Session, payload: Payload) -> dict[str, str]:
 
 @OPERATIONS.operation("query.align")
 def align(session: Session, payload: Payload) -> Payload:
-    """The salted hashes of this party's sample IDs (with the run's salt) and its column count.
+    """This party's step of the private set intersection, with a fresh secret key: the
+    server's blinded IDs raised to that key, its own blinded IDs sorted by value, and its column
+    count (:mod:`vflfs.datasets.alignment`).
 
-    The party remembers which file it aligned; the server's setup then sends the positions of
-    this party's rows in the aligned order.
+    The party remembers which file it aligned and which row stands behind each position of its
+    sorted list; the server's setup then names the positions of its aligned samples.
     """
     source = _source(session, payload)
     table = load_party_file(source["path"], source["id_column"], source["cache_dir"] or None)
+    server_points = check_points(payload["labels"], None, "the server", None)
+    workers = resolve_workers(payload.get("workers"))
+    blinding = party_blinding(new_key(), server_points, table.ids, workers)
     session.context.state[ALIGNED] = ConfigRecord(
         {**source, "alignment": str(payload["alignment"]), "n_rows": int(len(table.ids))}
     )
-    return {
-        "hashes": salted_hashes(bytes(payload["salt"]), table.ids),
-        "n_features": table.n_features,
-    }
+    session.context.state[ORDER] = ArrayRecord({"order": to_array(blinding.order)})
+    return {"labels": blinding.labels, "ids": blinding.own, "n_features": table.n_features}
+
+
+def _rows(session: Session, positions: list[int]) -> list[int]:
+    """This party's rows behind the server's ``positions`` in its sorted list."""
+    order = from_array(session.context.state[ORDER]["order"])
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size and (positions.min() < 0 or positions.max() >= len(order)):
+        raise DataError(
+            f"party {session.partition_id}: the server named positions outside 0.."
+            f"{len(order) - 1}; fix: run the same vflfs version on the server and every party",
+            public=f"party {session.partition_id}: the server named positions outside its "
+            "list; fix: run the same vflfs version on the server and every party",
+        )
+    return order[positions].tolist()
 
 
 def local_spec(session: Session, spec: dict) -> dict:
@@ -77,17 +102,22 @@ def local_spec(session: Session, spec: dict) -> dict:
     if "party_file" in data:
         aligned = session.context.state.get(ALIGNED)
         if aligned is None or str(aligned["alignment"]) != str(data["party_file"]["alignment"]):
-            raise ValueError(
-                f"party {session.partition_id} was not aligned in this run; the server must "
-                "send 'query.align' before 'query.setup'"
+            message = (
+                f"party {session.partition_id} was not aligned in this run; fix: the server "
+                "must send 'query.align' before 'query.setup'"
             )
+            raise DataError(message, public=message)
         for key in ("path", "id_column", "cache_dir"):
             data["party_file"][key] = str(aligned[key])
+        data["party_file"]["rows"] = _rows(session, data["party_file"].pop("positions"))
     elif _node(session, "data-path"):
-        raise ValueError(
+        fix = "fix: run with dataset=party_files (docs/deployment.md)"
+        raise DataError(
             f"party {session.partition_id} reads its own file (node config data-path="
             f"{_node(session, 'data-path')!r}) but the run's dataset is "
-            f"{data.get('name')!r}; fix: run with dataset=party_files (docs/deployment.md)"
+            f"{data.get('name')!r}; {fix}",
+            public=f"party {session.partition_id} reads its own file (node config data-path) "
+            f"but the run's dataset is {data.get('name')!r}; {fix}",
         )
     device = _node(session, "device")
     if device:

@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from vflfs.datasets.dataset import Dataset, make_dataset
 from vflfs.datasets.errors import DataError
+from vflfs.datasets.label_classes import check_classes
 from vflfs.datasets.npz_files import read_npz
 from vflfs.datasets.paths import check_file
 
@@ -65,7 +67,14 @@ def load_party_file(
     path: str | os.PathLike[str], id_column: str = "id", cache_dir: str | None = None
 ) -> PartyTable:
     """A party's IDs and features, memory-mapped from the cache (filled on first use)."""
-    file = check_file(Path(path).expanduser().absolute())
+    file = Path(path).expanduser().absolute()
+    if not file.is_file():
+        raise DataError(
+            f"the party's data file {file} does not exist; fix: correct data-path in the "
+            "SuperNode's node config",
+            public="the party's data file does not exist; fix: correct data-path in its "
+            "SuperNode's node config",
+        )
     folder = _cache_folder(file, id_column, cache_dir)
     if not (folder / "X.npy").is_file():
         ids, X = read_party_file(file, id_column)
@@ -75,7 +84,9 @@ def load_party_file(
         X = np.load(folder / "X.npy", mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise DataError(
-            f"the cache of {file} in {folder} is unreadable ({exc}); fix: delete that folder"
+            f"the cache of {file} in {folder} is unreadable ({exc}); fix: delete that folder",
+            public="the cache of the party's data file is unreadable; fix: delete the cache "
+            "folder its log names",
         ) from exc
     return PartyTable(ids=ids, X=X)
 
@@ -84,15 +95,24 @@ def read_party_file(file: Path, id_column: str) -> tuple[np.ndarray, np.ndarray]
     """Parse a party file into (IDs as text, features as float32); checks everything."""
     kind = _kind(file)
     if kind == ".npz":
-        arrays = read_npz(file, required=("X", id_column))
+        arrays = _read_party_npz(file, id_column)
         raw_ids, X = arrays[id_column], arrays["X"]
         names = None
     else:
         frame = _read_table(file, kind, id_column)
+        if len(frame) == 0:
+            raise DataError(
+                f"{file} has no rows (only a header); fix: give the party's file at least one "
+                "sample",
+                public="the party's data file has no rows (only a header); fix: give it at "
+                "least one sample",
+            )
         if id_column not in frame.columns:
             raise DataError(
                 f"{file}: no ID column {id_column!r} (columns: {list(map(str, frame.columns))}); "
-                "fix: set the SuperNode's node config id-column to the name of its ID column"
+                "fix: set the SuperNode's node config id-column to the name of its ID column",
+                public=f"the party's data file has no ID column {id_column!r}; fix: set the "
+                "SuperNode's node config id-column to the name of its ID column",
             )
         raw_ids = frame[id_column].to_numpy()
         features = frame.drop(columns=[id_column])
@@ -103,14 +123,18 @@ def read_party_file(file: Path, id_column: str) -> tuple[np.ndarray, np.ndarray]
     if X.ndim != 2 or X.shape[0] != ids.shape[0] or X.shape[1] == 0:
         raise DataError(
             f"{file}: features have shape {X.shape} for {ids.shape[0]} IDs; fix: give every row "
-            "an ID and at least one feature column"
+            "an ID and at least one feature column",
+            public=f"the party's features have shape {X.shape} for {ids.shape[0]} IDs; fix: "
+            "give every row an ID and at least one feature column",
         )
     bad = ~np.isfinite(X).all(axis=0)
     if bad.any():
         where = names[int(np.flatnonzero(bad)[0])] if names else int(np.flatnonzero(bad)[0])
         raise DataError(
             f"{file}: NaN or infinite values in {int(bad.sum())} feature column(s) (first: "
-            f"{where}); fix: impute or drop them before the run"
+            f"{where}); fix: impute or drop them before the run",
+            public=f"NaN or infinite values in {int(bad.sum())} feature column(s) of the "
+            "party's data file (its log names them); fix: impute or drop them before the run",
         )
     return ids, X
 
@@ -122,6 +146,7 @@ class LabelsFile:
 
     ids: np.ndarray
     labels: Dataset  # X is a placeholder column of zeros: the server holds no features
+    classes: list[str] | None = None  # classification: the class names, by class id
 
 
 def load_labels_file(
@@ -131,8 +156,13 @@ def load_labels_file(
     label_column: str = "y",
     split_column: str | None = "split",
     task: str = "classification",
+    classes: Sequence[object] | None = None,
+    min_class_count: int | None = None,
 ) -> LabelsFile:
-    """Read the server's labels file: only the ID, label and (if present) split columns."""
+    """Read the server's labels file: only the ID, label and (if present) split columns.
+
+    For classification the classes are ``classes`` (declared) or inferred, and checked
+    (:func:`~vflfs.datasets.label_classes.check_classes`)."""
     file = check_file(Path(path).expanduser())
     columns = _label_columns(file, id_column, label_column, split_column)
     ids = _ids(file, columns[id_column])
@@ -147,15 +177,30 @@ def load_labels_file(
                 "'train' and 'test'"
             )
         train_idx, test_idx = np.flatnonzero(text == "train"), np.flatnonzero(text == "test")
+    y, names = columns[label_column], None
+    if task == "classification":
+        found = check_classes(file.name, y, classes, min_class_count)
+        y, names = found.y, found.names
     labels = make_dataset(
         f"labels:{file.name}",
         np.zeros((ids.shape[0], 1), np.float32),
-        columns[label_column],
+        y,
         task,
         train_idx=train_idx,
         test_idx=test_idx,
     )
-    return LabelsFile(ids=ids, labels=labels)
+    return LabelsFile(ids=ids, labels=labels, classes=names)
+
+
+def _read_party_npz(file: Path, id_column: str) -> dict[str, np.ndarray]:
+    try:
+        return read_npz(file, required=("X", id_column))
+    except DataError as error:
+        error.public = error.public or (
+            f"the party's .npz data file is unreadable or lacks the arrays X and {id_column!r}; "
+            "fix: save it with numpy.savez(path, X=X, <id column>=ids), numeric arrays only"
+        )
+        raise
 
 
 def _label_columns(
@@ -178,7 +223,10 @@ def _label_columns(
 def _kind(file: Path) -> str:
     kind = file.suffix.lower()
     if kind not in FORMATS:
-        raise DataError(f"{file}: unknown file type {kind!r}; fix: use one of {list(FORMATS)}")
+        raise DataError(
+            f"{file}: unknown file type {kind!r}; fix: use one of {list(FORMATS)}",
+            public=f"the data file's type {kind!r} is unknown; fix: use one of {list(FORMATS)}",
+        )
     return kind
 
 
@@ -199,10 +247,15 @@ def _read_table(file: Path, kind: str, id_column: str, columns: list[str] | None
         return pd.read_parquet(file)
     except ImportError as exc:
         raise DataError(
-            f"reading {file} needs an optional package ({exc}); fix: pip install 'vflfs[parquet]'"
+            f"reading {file} needs an optional package ({exc}); fix: pip install 'vflfs[parquet]'",
+            public="reading the data file needs an optional package; fix: pip install "
+            "'vflfs[parquet]'",
         ) from exc
     except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {file} ({exc}); fix: check the file format") from exc
+        raise DataError(
+            f"cannot read {file} ({exc}); fix: check the file format",
+            public=f"the {kind} data file cannot be parsed; fix: check the file format",
+        ) from exc
 
 
 def _numeric(file: Path, features) -> np.ndarray:
@@ -218,7 +271,10 @@ def _numeric(file: Path, features) -> np.ndarray:
     if bad:
         raise DataError(
             f"{file}: feature column(s) {bad[:5]} are not numeric; fix: encode them as numbers "
-            "(every column but the ID column is a feature)"
+            "(every column but the ID column is a feature)",
+            public=f"{len(bad)} feature column(s) of the party's data file are not numeric (its "
+            "log names them); fix: encode them as numbers (every column but the ID column is a "
+            "feature)",
         )
     return features.to_numpy(dtype="float32", na_value=np.nan)
 
@@ -229,17 +285,26 @@ def _ids(file: Path, values: np.ndarray) -> np.ndarray:
 
     values = np.asarray(values).reshape(-1)
     if values.size == 0:
-        raise DataError(f"{file} has no rows; fix: give at least one sample")
+        raise DataError(
+            f"{file} has no rows; fix: give at least one sample",
+            public="the data file has no rows; fix: give at least one sample",
+        )
     missing = int(np.count_nonzero(pd.isna(values)))
     if missing:
-        raise DataError(f"{file}: {missing} sample ID(s) are missing; fix: give every row an ID")
+        raise DataError(
+            f"{file}: {missing} sample ID(s) are missing; fix: give every row an ID",
+            public=f"{missing} sample ID(s) are missing in the data file; fix: give every row "
+            "an ID",
+        )
     ids = np.asarray([str(v) for v in values.tolist()])
     unique, counts = np.unique(ids, return_counts=True)
     if unique.size != ids.size:
         dup = unique[counts > 1]
         raise DataError(
             f"{file}: {int(dup.size)} sample ID(s) occur more than once (e.g. {dup[:3].tolist()}); "
-            "fix: give each row a distinct ID"
+            "fix: give each row a distinct ID",
+            public=f"{int(dup.size)} sample ID(s) occur more than once in the data file; fix: "
+            "give each row a distinct ID",
         )
     return ids
 

@@ -184,9 +184,7 @@ class Federation:
         self._notify(UP, party, operation, reply.content)
         error = decode_error(reply.content)
         if error is not None:
-            raise PartyError(
-                party, operation, f"{error['type']}: {error['message']}\n{error['traceback']}"
-            )
+            raise PartyError(party, operation, f"{error['type']}: {error['message']}")
         return decode(reply.content)
 
     def _notify(self, direction: str, party: int, operation: str, content: RecordDict) -> None:

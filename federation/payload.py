@@ -81,20 +81,10 @@ def decode(records: RecordDict) -> Payload:
     return payload
 
 
-def encode_error(operation: str, error: BaseException, trace: str) -> RecordDict:
-    """The reply a party sends when an operation fails."""
-    return RecordDict(
-        {
-            ERROR: ConfigRecord(
-                {
-                    "operation": operation,
-                    "type": type(error).__name__,
-                    "message": str(error),
-                    "traceback": trace,
-                }
-            )
-        }
-    )
+def encode_error(report: dict[str, str]) -> RecordDict:
+    """The reply a party sends when an operation fails: ``operation``, ``type`` and ``message``
+    (what the party lets the server see; :mod:`vflfs.client_app.errors`)."""
+    return RecordDict({ERROR: ConfigRecord({k: str(v) for k, v in report.items()})})
 
 
 def decode_error(records: RecordDict) -> dict[str, str] | None:

@@ -1,28 +1,32 @@
 """The server's side of sample alignment (``dataset=party_files``), before any setup.
 
-One round-trip: the server sends every party the run's random salt (``query.align``); each
-party returns the salted hashes of its IDs and its feature count. The server intersects them
-with the hashes of its labels file's IDs (:mod:`vflfs.datasets.alignment`) and keeps, per party,
-the positions of its rows in the aligned order; each party receives only its own positions, in
-its setup message. What each side learns: docs/deployment.md.
+One round-trip of ECDH private set intersection (:mod:`vflfs.datasets.alignment`): the server
+sends every party its labels file's IDs blinded with the run's fresh key (``query.align``); each
+party returns them raised to its own key, its own blinded IDs (sorted by value) and its feature
+count. The server raises the parties' points to its key, keeps the labels rows every party holds
+and, per party, the positions of those samples in the party's sorted list; each party receives
+only its own positions, in its setup message. What each side learns: docs/deployment.md.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import uuid
 
+import numpy as np
 from omegaconf import OmegaConf
 
 from vflfs.datasets.alignment import (
-    SALT_BYTES,
     AlignmentError,
+    blind,
+    check_points,
     intersect,
+    new_key,
     overlap_report,
-    salted_hashes,
+    raise_to_key,
 )
 from vflfs.federation import Federation, PartyError
+from vflfs.ml.parallel import resolve_workers
 
 from .experiment import Experiment
 
@@ -35,28 +39,31 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     """Align the parties' files with the labels file; the experiment on the common samples."""
     assert experiment.labels is not None
     cfg = experiment.cfg
-    salt = secrets.token_bytes(SALT_BYTES)
-    key = uuid.uuid4().hex
+    settings = cfg.get("alignment", {})
+    key, alignment = new_key(), uuid.uuid4().hex
+    workers = resolve_workers(settings.get("workers"))
+    points = blind(key, experiment.labels.ids, workers)
+    common = {
+        "labels": points,
+        "workers": settings.get("workers"),
+        "alignment": alignment,
+        "id_column": str(cfg.dataset.id_column),
+    }
     paths = _party_paths(cfg, experiment.num_parties)
     payloads = {
-        m: {
-            "salt": salt,
-            "alignment": key,
-            "id_column": str(cfg.dataset.id_column),
-            **({"path": paths[m]} if paths else {}),
-        }
+        m: {**common, **({"path": paths[m]} if paths else {})}
         for m in range(experiment.num_parties)
     }
     replies = federation.send(ALIGN, payloads)
-    hashes = [replies[m]["hashes"] for m in range(experiment.num_parties)]
+    labels, own = _party_points(replies, len(points), key, workers)
     try:
-        keep, rows = intersect(salted_hashes(salt, experiment.labels.ids), hashes)
+        keep, rows = intersect(labels, own)
     except AlignmentError as error:
         if error.party is None:
             raise
         raise PartyError(error.party, ALIGN, str(error)) from error
-    report = overlap_report(len(experiment.labels.ids), [len(h) for h in hashes], len(keep))
-    minimum = int(cfg.get("alignment", {}).get("min_samples", 10))
+    report = overlap_report(len(experiment.labels.ids), [len(p) for p in own], len(keep))
+    minimum = int(settings.get("min_samples", 10))
     if len(keep) < minimum:
         raise AlignmentError(
             f"sample alignment found too few samples: {report}; alignment.min_samples is "
@@ -65,7 +72,25 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
         )
     log.info("alignment: %s", report)
     n_features = [int(replies[m]["n_features"]) for m in range(experiment.num_parties)]
-    return experiment.aligned(keep, rows, n_features, key)
+    return experiment.aligned(keep, rows, n_features, alignment)
+
+
+def _party_points(
+    replies: dict[int, dict], n_labels: int, key: bytes, workers: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per party: the labels points under both keys (checked) and the party's own points
+    raised to the server's ``key``."""
+    labels, own = [], []
+    for m in sorted(replies):
+        try:
+            labels.append(check_points(replies[m]["labels"], n_labels, f"party {m}", m))
+            theirs = check_points(replies[m]["ids"], None, f"party {m}", m)
+        except KeyError as error:
+            raise PartyError(m, ALIGN, f"its reply lacks {error}") from error
+        except AlignmentError as error:
+            raise PartyError(m, ALIGN, str(error)) from error
+        own.append(raise_to_key(key, theirs, workers))
+    return labels, own
 
 
 def _party_paths(cfg, n: int) -> list[str] | None:

@@ -39,7 +39,8 @@ class Experiment:
     noise: list[float]
     relevant: np.ndarray | None
     data_dir: str | None
-    # dataset=party_files: the labels file until alignment, then each party's aligned rows.
+    # dataset=party_files: the labels file until alignment, then, per party, the positions of
+    # the aligned samples in its sorted list of blinded IDs (it maps them to its rows).
     labels: LabelsFile | None = None
     party_rows: list[np.ndarray] | None = None
     alignment_id: str | None = None
@@ -99,6 +100,8 @@ class Experiment:
             label_column=str(d.label_column),
             split_column=str(d.split_column) if d.get("split_column") else None,
             task=str(d.task),
+            classes=_opt_list(d.get("classes")),
+            min_class_count=d.get("min_class_count"),
         )
         n = int(cfg.split.num_parties)
         party_relevant(_plain(d.get("relevant")), n)  # its shape; the ranges after alignment
@@ -119,8 +122,9 @@ class Experiment:
         self, keep: np.ndarray, party_rows: list[np.ndarray], n_features: list[int], key: str
     ) -> Experiment:
         """The experiment on the aligned samples: the labels file's rows ``keep`` (in its
-        order), party m's rows ``party_rows[m]`` of its own file, its ``n_features[m]`` columns,
-        numbered party after party (party 1's first column is ``n_features[0]``)."""
+        order), party m's positions ``party_rows[m]`` in its sorted list of blinded IDs (the
+        party maps them to rows of its file), its ``n_features[m]`` columns, numbered party
+        after party (party 1's first column is ``n_features[0]``)."""
         if self.labels is None:
             raise ValueError("only a party-files experiment can be aligned")
         official = self.labels.labels
@@ -172,9 +176,11 @@ class Experiment:
         if self.labels is not None:
             if self.party_rows is None:
                 raise ValueError("align the samples (query.align) before setting parties up")
-            # The party reads its own file; it gets only its rows in the aligned order.
-            rows = self.party_rows[m].tolist()
-            return {"party_file": {"alignment": self.alignment_id, "rows": rows}, "noise": noise}
+            # The party reads its own file; it gets only the positions of its aligned samples
+            # in its own sorted list of blinded IDs, in the aligned order.
+            positions = self.party_rows[m].tolist()
+            party_file = {"alignment": self.alignment_id, "positions": positions}
+            return {"party_file": party_file, "noise": noise}
         return {
             "name": str(self.cfg.dataset.name),
             "data_dir": self.data_dir,

@@ -11,6 +11,7 @@ import torch
 from flwr.serverapp import Grid
 from omegaconf import DictConfig, OmegaConf
 
+from vflfs.datasets.alignment import METHOD
 from vflfs.federation import Federation, Observer
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
@@ -117,7 +118,7 @@ def _alignment(experiment: Experiment) -> dict:
         "alignment": {
             "labels_rows": int(len(experiment.labels.ids)),
             "aligned": int(len(experiment.y)),
-            "method": "salted-hash (HMAC-SHA256)",
+            "method": METHOD,
         }
     }
 

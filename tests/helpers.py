@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from vflfs.client_app.app import app as client_app
 from vflfs.datasets.paths import default_data_dir
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import compose_config
+from vflfs.runtime.split_files import main as split_main
 from vflfs.server_app.run import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,3 +47,27 @@ def small_xy(n: int = 20, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """A small seeded feature matrix and alternating binary labels."""
     rng = np.random.default_rng(0)
     return rng.normal(size=(n, d)), np.arange(n) % 2
+
+
+def split_files(out: Path, overrides: str, *options: str) -> dict:
+    """``vflfs split`` into ``out``; its manifest (``split.json``)."""
+    assert split_main([str(out), *options, *overrides.split()]) == 0
+    return json.loads((out / "split.json").read_text())
+
+
+def run_on_files(
+    manifest: dict, out, extra: str = "", node_config: dict | None = None, observers=None
+) -> dict:
+    """Run the manifest's server overrides over a LocalGrid whose nodes name their own files."""
+    cfg = compose_config(" ".join(manifest["server_overrides"]) + " " + extra)
+    grid = LocalGrid(client_app, len(manifest["parties"]))
+    for context in grid._state.values():
+        pid = int(context.node_config["partition-id"])
+        context.node_config.update(
+            {
+                "data-path": manifest["parties"][pid]["path"],
+                "id-column": "id",
+                **(node_config or {}),
+            }
+        )
+    return run_experiment(grid, cfg, out, observers=observers)

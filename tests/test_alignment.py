@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
+from flwr.common.serde import recorddict_to_proto
 
 from vflfs.client_app.app import app as client_app
 from vflfs.datasets import DataError
-from vflfs.datasets.alignment import AlignmentError, intersect, salted_hashes
+from vflfs.datasets.alignment import (
+    AlignmentError,
+    blind,
+    intersect,
+    new_key,
+    party_blinding,
+    raise_to_key,
+)
 from vflfs.datasets.party_files import load_labels_file, load_party_file
 from vflfs.federation import LocalGrid, PartyError
 from vflfs.runtime.config import ConfigError, compose_config
@@ -19,9 +25,7 @@ from vflfs.server_app.app import check_server_paths
 from vflfs.server_app.run import run_experiment
 from vflfs.strategies import STRATEGIES
 
-from helpers import TINY, run_local
-
-SALT = b"0123456789abcdef0123456789abcdef"
+from helpers import TINY, run_local, run_on_files, split_files
 
 
 @pytest.fixture(autouse=True)
@@ -30,53 +34,60 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def split_files(out, overrides: str, *options: str) -> dict:
-    assert split_main([str(out), *options, *overrides.split()]) == 0
-    return json.loads((out / "split.json").read_text())
-
-
-def run_on_files(manifest: dict, out, extra: str = "", node_config: dict | None = None) -> dict:
-    """Run the manifest's server overrides over a LocalGrid whose nodes name their own files."""
-    cfg = compose_config(" ".join(manifest["server_overrides"]) + " " + extra)
-    grid = LocalGrid(client_app, len(manifest["parties"]))
-    for context in grid._state.values():
-        pid = int(context.node_config["partition-id"])
-        context.node_config.update(
-            {
-                "data-path": manifest["parties"][pid]["path"],
-                "id-column": "id",
-                **(node_config or {}),
-            }
-        )
-    return run_experiment(grid, cfg, out)
-
-
 # -- the maths ---------------------------------------------------------------------------------
 
 
-def test_salted_hashes_depend_on_the_salt_and_the_id_text():
-    a = salted_hashes(SALT, ["7", "8"])
-    assert a.shape == (2, 32) and a.dtype == np.uint8
-    assert np.array_equal(a, salted_hashes(SALT, np.asarray(["7", "8"])))
-    assert not np.array_equal(a, salted_hashes(SALT[::-1], ["7", "8"]))
-    assert not np.array_equal(a[0], salted_hashes(SALT, ["07"])[0])  # IDs compare as text
-    with pytest.raises(ValueError, match="at least 16 bytes"):
-        salted_hashes(b"short", ["1"])
+def psi(server_ids: list[str], *party_ids: list[str]):
+    """The protocol's three steps in one process: (keep, rows of each party, what the server
+    received from each party, the server's key)."""
+    s = new_key()
+    points = blind(s, server_ids)
+    blindings = [party_blinding(new_key(), points, np.asarray(ids)) for ids in party_ids]
+    own = [raise_to_key(s, b.own) for b in blindings]
+    keep, positions = intersect([b.labels for b in blindings], own)
+    rows = [b.order[p] for b, p in zip(blindings, positions, strict=True)]
+    return keep, rows, blindings, s
 
 
-def test_intersect_keeps_the_server_order_and_gives_each_party_its_rows():
-    server = salted_hashes(SALT, ["a", "b", "c", "d", "e"])
-    p0 = salted_hashes(SALT, ["e", "x", "a", "c", "d"])  # no "b"
-    p1 = salted_hashes(SALT, ["d", "c", "a", "y"])  # no "b", no "e"
-    keep, rows = intersect(server, [p0, p1])
+def test_psi_keeps_the_server_order_and_gives_each_party_its_rows():
+    keep, rows, blindings, _ = psi(
+        ["a", "b", "c", "d", "e"],
+        ["e", "x", "a", "c", "d"],  # no "b"
+        ["d", "c", "a", "y"],  # no "b", no "e"
+    )
     assert keep.tolist() == [0, 2, 3]  # a, c, d in the labels file's order
     assert rows[0].tolist() == [2, 3, 4] and rows[1].tolist() == [2, 1, 0]
+    for b in blindings:  # a party's points are sorted by value, not in its rows' order
+        assert b.own.shape[1] == 33 and b.own.dtype == np.uint8
+        assert [r.tobytes() for r in b.own] == sorted(r.tobytes() for r in b.own)
+
+
+def test_ids_compare_as_text_and_keys_are_fresh():
+    keep, _, _, _ = psi(["7", "07", "7.0"], ["7", "8"])
+    assert keep.tolist() == [0]
+    a, b = new_key(), new_key()
+    assert len(a) == 32 and a != b
+    assert not np.array_equal(blind(a, ["7"]), blind(b, ["7"]))
+
+
+def test_the_server_cannot_test_guessed_ids_against_a_party():
+    """The attack on salted hashes (hash every candidate ID, compare) finds nothing: the
+    party's points depend on its key, which never leaves it."""
+    ids = [str(i) for i in range(200)]
+    _, _, blindings, s = psi(["0", "1"], ids)
+    received = {r.tobytes() for r in blindings[0].own}
+    reblinded = {r.tobytes() for r in raise_to_key(s, blindings[0].own)}
+    for guess in (blind(s, ids), blind(new_key(), ids)):
+        assert not received & {r.tobytes() for r in guess}
+        assert not reblinded & {r.tobytes() for r in guess}
 
 
 def test_intersect_names_the_party_with_duplicate_ids():
-    server = salted_hashes(SALT, ["a", "b"])
+    s, k = new_key(), new_key()
+    labels = raise_to_key(k, blind(s, ["a", "b"]))
+    twice = raise_to_key(s, blind(k, ["a", "a", "b"]))
     with pytest.raises(AlignmentError, match="party 1 has 1 duplicate") as info:
-        intersect(server, [server, salted_hashes(SALT, ["a", "a", "b"])])
+        intersect([labels, labels], [raise_to_key(s, blind(k, ["a", "b"])), twice])
     assert info.value.party == 1
 
 
@@ -114,6 +125,7 @@ def test_an_edited_party_file_is_read_again(tmp_path):
         (pd.DataFrame({"id": [1, 2], "f": ["a", "b"]}), "not numeric"),
         (pd.DataFrame({"id": [1, 2], "f": [1.0, np.nan]}), "NaN or infinite"),
         (pd.DataFrame({"id": [1, None], "f": [1.0, 2.0]}), "missing"),
+        (pd.DataFrame({"id": [], "f": []}), "has no rows \\(only a header\\)"),
     ],
 )
 def test_bad_party_files_are_refused(tmp_path, frame, message):
@@ -128,14 +140,14 @@ def test_the_labels_file_reads_only_ids_labels_and_split(tmp_path):
     )
     frame["notes"] = ["free text", "not numeric", "ignored"]  # never read
     frame.to_csv(tmp_path / "labels.csv", index=False)
-    labels = load_labels_file(tmp_path / "labels.csv")
+    labels = load_labels_file(tmp_path / "labels.csv", min_class_count=1)
     assert labels.ids.tolist() == ["a", "b", "c"]
     assert labels.labels.y.tolist() == [1, 0, 1]
     assert labels.labels.train_idx.tolist() == [0, 2] and labels.labels.test_idx.tolist() == [1]
     frame["split"] = ["train", "valid", "test"]
     frame.to_csv(tmp_path / "labels.csv", index=False)
     with pytest.raises(DataError, match="only 'train' and 'test'"):
-        load_labels_file(tmp_path / "labels.csv")
+        load_labels_file(tmp_path / "labels.csv", min_class_count=1)
 
 
 def test_split_command_writes_files_and_commands(tmp_path, capsys):
@@ -200,6 +212,25 @@ def test_no_common_samples_is_a_clear_error(tmp_path):
     labels.to_csv(manifest["labels"]["path"], index=False)
     with pytest.raises(AlignmentError, match="too few samples: 0 samples in common"):
         run_on_files(manifest, tmp_path / "out")
+
+
+def test_no_id_travels_in_any_message(tmp_path):
+    """Every message of a run on party files, serialised as on the wire, holds no ID."""
+    manifest = split_files(tmp_path / "parts", f"{TINY} split.num_parties=2 training.epochs=1")
+    files = [manifest["labels"]["path"]] + [p["path"] for p in manifest["parties"]]
+    for path in files:
+        frame = pd.read_csv(path, dtype={"id": str})
+        frame["id"] = "customer-" + frame["id"]
+        frame.to_csv(path, index=False)
+    wire: list[bytes] = []
+
+    def observer(direction, party, operation, content) -> None:
+        wire.append(recorddict_to_proto(content).SerializeToString())
+
+    got = run_on_files(manifest, tmp_path / "out", observers=[observer])
+    assert got["alignment"]["method"].startswith("ECDH-PSI") and len(wire) > 6
+    blob = b"".join(wire)
+    assert b"customer-" not in blob
 
 
 def test_node_config_device_overrides_the_run_device(tmp_path):
