@@ -26,8 +26,10 @@ log = logging.getLogger("vflfs")
 def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]:
     """Every check that needs no party: config, data, splits, strategy name.
 
-    A failure writes ``error.txt`` into ``out_dir`` and raises, before any message is sent.
+    First removes the outcome files an earlier run left in ``out_dir``. A failure writes
+    ``error.txt`` into ``out_dir`` and raises, before any message is sent.
     """
+    files.clear_outcome(Path(out_dir))
     try:
         check_config(cfg)
         if cfg.get("threads"):
