@@ -99,8 +99,11 @@ def poll_interval(grid: Grid, cfg: DictConfig) -> float:
 
 
 def _log_epoch(row: dict) -> None:
+    """One line per epoch; cross-validation rows carry ``fold`` (1-based) and ``folds``."""
+    fold = f"fold {row['fold']}/{row['folds']} " if "fold" in row else ""
     log.info(
-        "epoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
+        "%sepoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
+        fold,
         row["epoch"],
         row["train_loss"],
         row["val_metric"],

@@ -98,6 +98,8 @@ def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
     np.testing.assert_allclose(cli_results["step_losses"], flwr_results["step_losses"], rtol=1e-5)
     assert cli_results["test_metric"] == pytest.approx(flwr_results["test_metric"], rel=1e-6)
     assert cli_results["best_epoch"] == flwr_results["best_epoch"]
+    for key in ("bytes_up", "bytes_down"):
+        assert cli_results["communication"][key] == flwr_results["communication"][key]
 
 
 def test_failed_run_is_reported_failed_without_results(stack, tmp_path):
@@ -111,6 +113,15 @@ def test_failed_run_is_reported_failed_without_results(stack, tmp_path):
     assert "unknown dataset 'nosuch'" in run.output  # and the stream shows the error
     assert not (out / "results.json").exists()
     assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
+
+
+def test_configuration_error_leaves_error_txt_in_the_named_folder(stack, tmp_path):
+    out = tmp_path / "out"
+    run = flwr_run(stack, "dataset=nosuch", str(out))  # no such config group option
+    status = stack.wait_run_finished(run.run_id)
+    assert status["status"] == "finished:failed", status
+    assert "dataset/nosuch" in (out / "error.txt").read_text()
+    assert not (out / "results.json").exists()
 
 
 def test_relative_output_dir_is_rejected(stack, tmp_path):
