@@ -107,17 +107,6 @@ def test_local_engine_trains_like_the_simulation_engine(tag, tmp_path):
         assert local["communication"][key] == sim["communication"][key]
 
 
-def test_unknown_engine_fails_before_training(tag, tmp_path):
-    out = tmp_path / "out"
-    result, text = vflfs_run(
-        tag, tmp_path, *TINY, "engine=ray", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h"
-    )
-    assert result.returncode != 0
-    assert "engine must be 'local' or 'simulation', got 'ray'" in text
-    assert "engine must be" in (out / "error.txt").read_text()
-    assert not (out / "results.json").exists()
-
-
 def test_config_error_is_one_line_naming_the_key(tag, tmp_path):
     out = tmp_path / "out"
     args = (*TINY, "training.epochs=abc", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h")

@@ -102,26 +102,20 @@ def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
         assert cli_results["communication"][key] == flwr_results["communication"][key]
 
 
-def test_failed_run_is_reported_failed_without_results(stack, tmp_path):
+def test_failed_run_is_reported_failed_with_error_txt(stack, tmp_path):
     out = tmp_path / "out"
-    run = flwr_run(stack, "training.epochs=1 dataset.name=nosuch", str(out))
+    # A configuration error, raised while composing the config, before any check of vflfs's.
+    run = flwr_run(stack, "training.epochs=1 dataset=nosuch", str(out))
     # `flwr run --stream` exits 0 even when the ServerApp fails: the run's status says it.
     status = stack.wait_run_finished(run.run_id)
     assert status["status"] == "finished:failed", status
-    assert "unknown dataset 'nosuch'" in status["status-details"]
+    assert "Could not find 'dataset/nosuch'" in status["status-details"]
     assert "synthetic_madelon" in status["status-details"]  # it lists the available ones
-    assert "unknown dataset 'nosuch'" in run.output  # and the stream shows the error
+    assert "dataset/nosuch" in run.output  # and the stream shows the error
+    # The named output folder gets error.txt, and no results.
     assert not (out / "results.json").exists()
-    assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
-
-
-def test_configuration_error_leaves_error_txt_in_the_named_folder(stack, tmp_path):
-    out = tmp_path / "out"
-    run = flwr_run(stack, "dataset=nosuch", str(out))  # no such config group option
-    status = stack.wait_run_finished(run.run_id)
-    assert status["status"] == "finished:failed", status
-    assert "dataset/nosuch" in (out / "error.txt").read_text()
-    assert not (out / "results.json").exists()
+    error = (out / "error.txt").read_text()
+    assert "Could not find 'dataset/nosuch'" in error and "synthetic_madelon" in error
 
 
 def test_relative_output_dir_is_rejected(stack, tmp_path):
