@@ -29,6 +29,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from omegaconf import DictConfig, OmegaConf
 
+from vflfs.datasets.paths import resolve_data_dir
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
@@ -73,12 +74,15 @@ def _absolute(value: str) -> Path | None:
 
 
 def check_server_paths(cfg) -> None:
-    """Files the ServerApp reads must be named by absolute paths under ``flwr run``."""
-    for key in ("labels_path", "data_dir"):
-        value = cfg.dataset.get(key)
-        if value is not None and not Path(str(value)).expanduser().is_absolute():
+    """Files the ServerApp reads must be named by absolute paths under ``flwr run`` (a file
+    path may be relative to an absolute ``dataset.data_dir``)."""
+    paths = {f"dataset.{k}": cfg.dataset.get(k) for k in ("labels_path", "data_dir")}
+    if resolve_data_dir(cfg.dataset.get("data_dir")) is None:
+        paths["dataset.params.path"] = (cfg.dataset.get("params") or {}).get("path")
+    for key, value in paths.items():
+        if value and not Path(str(value)).expanduser().is_absolute():
             raise ConfigError(
-                f"dataset.{key} must be an absolute path under `flwr run`, got {value!r}: the "
+                f"{key} must be an absolute path under `flwr run`, got {value!r}: the "
                 f"ServerApp runs in the SuperLink's working directory ({Path.cwd()}); fix: give "
                 f"an absolute path (e.g. $PWD/{value})"
             )

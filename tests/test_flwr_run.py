@@ -133,3 +133,20 @@ def test_unknown_run_config_key_is_refused(stack):
     )
     assert result.returncode != 0
     assert "Invalid run configuration" in result.stdout + result.stderr
+
+
+def test_data_paths_must_be_absolute_under_flwr_run(monkeypatch):
+    """The ServerApp runs in the SuperLink's working directory and environment."""
+    from vflfs.runtime.config import ConfigError, compose_config
+    from vflfs.server_app.app import check_server_paths
+
+    monkeypatch.delenv("VFLFS_DATA_DIR", raising=False)
+    for overrides, key in [
+        ("dataset=phishing dataset.data_dir=data", "dataset.data_dir"),
+        ("dataset=csv dataset.params.path=mine.csv", "dataset.params.path"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"{key} must be an absolute path.*fix"):
+            check_server_paths(compose_config(overrides))
+    check_server_paths(compose_config("dataset=csv dataset.data_dir=/d dataset.params.path=m.csv"))
+    monkeypatch.setenv("VFLFS_DATA_DIR", "/d")  # a file relative to the data folder is fine
+    check_server_paths(compose_config("dataset=csv dataset.params.path=mine.csv"))
