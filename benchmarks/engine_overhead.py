@@ -5,13 +5,15 @@ All measured in one run on the synthetic MADELON-like set (2600 x 500, ``split=e
 
 (a) floor  the same split model trained in one process (:class:`vflfs.ml.reference.SplitModel` on
            the parties' views, built as the parties build them); best of 5 runs after a warm-up;
-(b) echo   Flower's bare message rate: ``run_simulation`` with the same supernodes and backend
-           config as vflfs, a ServerApp driving :class:`vflfs.federation.Federation` (the same
+(b) echo   Flower's bare message rate: Flower's in-process ``run_simulation`` (deprecated; the
+           benchmark's only use of it, as a reference rate) with the same supernodes and Ray
+           resources as vflfs, a ServerApp driving :class:`vflfs.federation.Federation` (the same
            push/pull loop) and an echo ClientApp returning a 128x16 float32 array per party.
            One round-trip per step, so round-trips/s = steps/s of a per-step protocol;
-(c) K=1    ``vflfs.runtime.simulation.simulate`` with ``training.local_steps=1``: step losses
-           over the wall time of the training phase as vflfs accounts it (it includes each
-           epoch's closing round-trip); "incl. eval" divides by training + evaluation time;
+(c) K=1    ``vflfs.runtime.simulation.simulate`` (``flwr run`` on a SuperLink of its own) with
+           ``training.local_steps=1``: step losses over the wall time of the training phase as
+           vflfs accounts it (it includes each epoch's closing round-trip); "incl. eval" divides
+           by training + evaluation time;
 (d) K=spe  the same with ``training.local_steps`` = steps per epoch.
 
 Targets: (c)/(b) >= 0.8 (vflfs adds little to Flower's per-message cost) and (d)/(a) >= 0.3
@@ -49,7 +51,7 @@ from vflfs.federation.payload import encode
 from vflfs.ml.models import BottomSpec, TopSpec
 from vflfs.ml.reference import SplitModel
 from vflfs.runtime.config import compose_config
-from vflfs.runtime.simulation import backend_config, run_apps, simulate
+from vflfs.runtime.simulation import backend_config, simulate
 from vflfs.server_app.experiment import Experiment
 
 TARGET_ECHO = 0.8  # (c)/(b)
@@ -150,10 +152,41 @@ def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
         assert all(np.array_equal(r["embedding"], payload["embedding"]) for r in replies.values())
         out.update(steps=steps, wall_s=wall, steps_per_s=steps / wall)
 
-    run_apps(server_app, echo_app, cfg)
+    run_in_process(server_app, echo_app, cfg)
     if "steps_per_s" not in out:
         raise RuntimeError("the echo simulation ended without a result")
     return out
+
+
+def run_in_process(server_app: ServerApp, client_app: ClientApp, cfg: DictConfig) -> None:
+    """Flower's in-process simulation of ``server_app`` and ``client_app``, quietly."""
+    import logging
+    import warnings
+
+    from flwr.simulation import run_simulation
+
+    fed = backend_config(cfg)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    logging.getLogger("flwr").setLevel(logging.ERROR)  # includes the deprecation banner
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        run_simulation(
+            server_app=server_app,
+            client_app=client_app,
+            num_supernodes=int(fed["num-supernodes"]),
+            backend_config={
+                "client_resources": {
+                    "num_cpus": fed["client-resources-num-cpus"],
+                    "num_gpus": fed["client-resources-num-gpus"],
+                },
+                "init_args": {
+                    "num_cpus": fed["init-args-num-cpus"],
+                    "num_gpus": fed["init-args-num-gpus"],
+                    "logging_level": "ERROR",
+                },
+            },
+        )
 
 
 # -- (c), (d) the vflfs simulation -------------------------------------------------------------

@@ -32,7 +32,7 @@ from hydra.core.global_hydra import GlobalHydra
 from vflfs.client_app.app import app as client_app
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import CONF_DIR, compose_config
-from vflfs.runtime.results import is_complete
+from vflfs.runtime.output_folder import holds_same_run
 from vflfs.server_app.run import run_experiment
 
 # The tuning grid (a subset of the official one, spec section 5). LESS-VFL's runs stop 6 epochs
@@ -63,10 +63,11 @@ def sweep_params(experiment: str) -> dict[str, list[str]]:
 
 
 def run_job(overrides: list[str], out_dir: Path) -> dict | None:
-    """One run into ``out_dir`` (skipped when already completed); its summary."""
-    if is_complete(out_dir):
-        return json.loads((out_dir / "results.json").read_text())
+    """One run into ``out_dir`` (skipped when it holds this configuration's completed run;
+    refused when it holds another's); its summary."""
     cfg = compose_config(overrides)
+    if holds_same_run(out_dir, cfg):
+        return json.loads((out_dir / "results.json").read_text())
     start = time.perf_counter()
     summary = run_experiment(LocalGrid(client_app, int(cfg.split.num_parties)), cfg, out_dir)
     print(

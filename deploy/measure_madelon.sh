@@ -75,7 +75,7 @@ for s in ${STRATEGIES:-vfl fedsdg_fs}; do
   server="dataset=party_files dataset.labels_path=$work/data/labels.npz split.num_parties=2"
   server="$server $common ${strategies[$s]}"
   SECONDS=0
-  vflfs-run $server "dataset.party_paths=[$work/data/party_0.npz,$work/data/party_1.npz]" \
+  vflfs-run engine=simulation $server "dataset.party_paths=[$work/data/party_0.npz,$work/data/party_1.npz]" \
     output_dir="$work/simulation/$s" hydra.run.dir="$work/hydra/$s" >"$work/simulation-$s.log" 2>&1
   summary simulation "$s" "$SECONDS" "$work/simulation/$s"
 

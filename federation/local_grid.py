@@ -2,7 +2,8 @@
 
 Every message is serialised to protobuf and back, as on the wire, and each party keeps its own
 ``Context`` whose state is also round-tripped through protobuf after every message, as the
-deployment engine does. Use it for fast protocol tests; users run Flower's engines.
+deployment engine does. ``vflfs-run``'s default engine (``engine=local``) and the fast protocol
+tests run on it; Flower's engines run the same ServerApp logic and ClientApp.
 """
 
 from __future__ import annotations

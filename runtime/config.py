@@ -12,6 +12,11 @@ from omegaconf import DictConfig, OmegaConf
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
+# vflfs-run's engines: ``local`` (the ServerApp logic and the real ClientApp over an in-process
+# grid) and ``simulation`` (``flwr run`` on a SuperLink of its own, parties in Ray actors).
+ENGINES = ("local", "simulation")
+
+
 class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names it and the fix."""
 
@@ -30,22 +35,52 @@ def missing_keys(cfg: DictConfig) -> list[str]:
     return sorted(OmegaConf.missing_keys(cfg))
 
 
+# Numeric settings every run reads: key -> (kind, smallest allowed value, whether it may be 0
+# or the smallest value itself, null allowed). Checked before any data is loaded, so that a
+# wrong value is reported with its key instead of failing deep in training.
+NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
+    "seed": (int, 0, True, False),
+    "split.num_parties": (int, 1, True, False),
+    "cv.folds": (int, 1, True, False),
+    "training.epochs": (int, 1, True, False),
+    "training.batch_size": (int, 1, True, False),
+    "training.local_steps": (int, 1, True, False),
+    "training.patience": (int, 1, True, True),
+    "training.eval_chunk": (int, 1, True, False),
+    "training.lr": (float, 0, False, False),
+    "federation.timeout": (float, 0, False, False),
+    "federation.connect_timeout": (float, 0, False, False),
+    "federation.poll_interval": (float, 0, True, False),
+}
+
+
 def check_config(cfg: DictConfig) -> None:
-    """Fail early on values every run needs."""
+    """Fail early, naming the key, on values every run needs."""
     missing = missing_keys(cfg)
     if missing:
         raise ConfigError(
             f"these config values must be set: {', '.join(missing)} "
             f"(e.g. {missing[0]}=... on the command line)"
         )
-    engine = str(cfg.get("engine", "simulation"))
-    if engine not in ("simulation", "local"):
-        raise ConfigError(f"engine must be 'simulation' or 'local', got {engine!r}")
-    t = cfg.training
-    for key in ("epochs", "batch_size", "local_steps"):
-        if int(t[key]) < 1:
-            raise ConfigError(f"training.{key} must be >= 1, got {t[key]}")
-    if float(t.lr) <= 0:
-        raise ConfigError(f"training.lr must be > 0, got {t.lr}")
-    if int(cfg.split.num_parties) < 1:
-        raise ConfigError(f"split.num_parties must be >= 1, got {cfg.split.num_parties}")
+    engine = str(cfg.get("engine", "local"))
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
+    for key, rule in NUMBERS.items():
+        check_number(cfg, key, *rule)
+
+
+def check_number(
+    cfg: DictConfig, key: str, kind: type, low: float, inclusive: bool, nullable: bool
+) -> None:
+    """``key`` holds a number of ``kind`` (an int for ``int``) >= ``low`` (> when not
+    ``inclusive``), or null where ``nullable``; else a :class:`ConfigError` naming ``key``."""
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and nullable:
+        return
+    kinds = (int,) if kind is int else (int, float)
+    name = "an integer" if kind is int else "a number"
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ConfigError(f"{key} must be {name}, got {value!r}; fix: {key}=<{name[2:].strip()}>")
+    if value < low or (value == low and not inclusive):
+        bound = f">= {low}" if inclusive else f"> {low}"
+        raise ConfigError(f"{key} must be {bound}, got {value}")

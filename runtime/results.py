@@ -1,7 +1,9 @@
 """A run's output folder: ``config.yaml``, ``history.csv`` and ``results.json``.
 
-Files are written atomically (a temporary file, then a rename), and ``results.json`` last: its
-presence means the run completed. A failed run leaves ``error.txt`` instead.
+Files are written atomically (a temporary file, then a rename) with the permissions the umask
+gives, and ``results.json`` last: its presence means the run completed. A failed run leaves
+``error.txt`` instead. A run first removes the outcome files a previous run left in its folder,
+so what the folder holds always belongs to the latest run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ RESULTS = "results.json"
 HISTORY = "history.csv"
 CONFIG = "config.yaml"
 ERROR = "error.txt"
+# What a run's outcome consists of; removed before a run starts in a folder.
+OUTCOME = (RESULTS, ERROR, HISTORY)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -29,10 +33,23 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def clear_outcome(out_dir: Path) -> None:
+    """Remove ``results.json``, ``error.txt`` and ``history.csv`` left by an earlier run."""
+    for name in OUTCOME:
+        (Path(out_dir) / name).unlink(missing_ok=True)
 
 
 def default_output_dir() -> Path:
@@ -66,6 +83,17 @@ def is_complete(out_dir: Path) -> bool:
         return json.loads((out_dir / RESULTS).read_text()).get("status") == "completed"
     except (OSError, ValueError):
         return False
+
+
+def read_results(out_dir: Path) -> dict:
+    return json.loads((Path(out_dir) / RESULTS).read_text())
+
+
+def completed_config(out_dir: Path) -> dict | None:
+    """The configuration of the completed run in ``out_dir``, or None if it holds none."""
+    if not is_complete(out_dir):
+        return None
+    return json.loads((out_dir / RESULTS).read_text()).get("config") or {}
 
 
 def _jsonable(value):

@@ -1,36 +1,40 @@
-"""Run one configured job in Flower's simulation engine, in this process."""
+"""``engine=simulation``: one job in Flower's simulation engine, through ``flwr run``.
+
+The job runs as ``flwr run`` of the vflfs app against a simulation SuperLink of its own
+(:class:`~vflfs.runtime.superlink.SimulationSuperLink`, started for the job and stopped after
+it): the ServerApp in the SuperLink's ``flwr-simulation`` process, parties as ClientApps in Ray
+actors. The resolved configuration travels as a file (the ``config-file`` run-config key), so
+the ServerApp runs exactly ``cfg``; results come back through the output folder.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import warnings
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
-from flwr.app import Context
-from flwr.serverapp import Grid, ServerApp
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from vflfs.federation import Observer
-
-if TYPE_CHECKING:
-    from flwr.clientapp import ClientApp
+from .config import ConfigError
+from .results import ERROR, RESULTS, is_complete, read_results
+from .superlink import SimulationSuperLink
 
 log = logging.getLogger("vflfs")
 
-
-class _DropDeprecationBanner(logging.Filter):
-    """Hides Flower's banner that ``run_simulation`` is deprecated (vflfs calls it on purpose:
-    it runs the ServerApp in this process, which sweeps and tests rely on)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "run_simulation" not in str(record.msg)
+# The vflfs app: the package folder of a source checkout (``pip install -e``) holds the
+# pyproject.toml that names the ServerApp and ClientApp.
+APP_DIR = Path(__file__).resolve().parents[1]
 
 
-def backend_config(cfg: DictConfig) -> dict:
-    """Ray resources: by default one actor with every CPU, and the GPUs shared by the parties."""
+class RunFailed(RuntimeError):
+    """The ServerApp ended the run with an error (the message is the run's ``error.txt``)."""
+
+
+def backend_config(cfg: DictConfig) -> dict[str, object]:
+    """Ray resources as ``--federation-config`` keys: by default one actor with every CPU, and
+    the GPUs shared by the parties."""
     cpus = os.cpu_count() or 1
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     sim = cfg.get("simulation") or {}
@@ -40,50 +44,54 @@ def backend_config(cfg: DictConfig) -> dict:
         use_gpu = gpus > 0 and str(cfg.device) != "cpu"
         client_gpus = min(1.0, gpus / int(cfg.split.num_parties)) if use_gpu else 0.0
     return {
-        "client_resources": {"num_cpus": client_cpus, "num_gpus": float(client_gpus)},
-        "init_args": {"num_cpus": cpus, "num_gpus": gpus, "logging_level": "ERROR"},
+        "num-supernodes": int(cfg.split.num_parties),
+        "client-resources-num-cpus": int(client_cpus),
+        "client-resources-num-gpus": float(client_gpus),
+        "init-args-num-cpus": int(cpus),
+        "init-args-num-gpus": int(gpus),
+        "init-args-logging-level": "error",
     }
 
 
-def simulate(cfg: DictConfig, out_dir: str | Path, observers: list[Observer] | None = None) -> dict:
+def simulate(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Train ``cfg`` in Flower's simulation engine; returns ``results.json``'s content.
 
-    The ServerApp runs in this process (so ``observers`` see every message); parties run as
-    ClientApps in Ray actors. Raises the server's error if the run fails.
+    Bad input fails here, before any Flower process starts. Raises :class:`RunFailed` with the
+    server's error if the run fails.
     """
-    from vflfs.client_app.app import app as client_app
-    from vflfs.server_app.run import prepare, run_experiment
+    from vflfs.server_app.run import prepare
 
-    prepare(cfg, out_dir)  # fail on bad input before Ray starts
-    outcome: dict = {}
-    server_app = ServerApp()
-
-    @server_app.main()
-    def _main(grid: Grid, context: Context) -> None:
-        outcome["summary"] = run_experiment(grid, cfg, out_dir, observers)
-
-    run_apps(server_app, client_app, cfg)
-    if "summary" not in outcome:
-        raise RuntimeError(f"the simulation ended without a result; see {out_dir}")
-    return outcome["summary"]
-
-
-def run_apps(server_app: ServerApp, client_app: ClientApp, cfg: DictConfig) -> None:
-    """Run a ServerApp in this process and ``cfg.split.num_parties`` simulated SuperNodes of
-    ``client_app`` in Ray actors (:func:`backend_config`), with Flower's log kept quiet."""
-    from flwr.simulation import run_simulation
-
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    flwr_log = logging.getLogger("flwr")
-    flwr_log.setLevel(logging.WARNING)
-    if not any(isinstance(f, _DropDeprecationBanner) for f in flwr_log.filters):
-        flwr_log.addFilter(_DropDeprecationBanner())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        run_simulation(
-            server_app=server_app,
-            client_app=client_app,
-            num_supernodes=int(cfg.split.num_parties),
-            backend_config=backend_config(cfg),
+    out_dir = Path(out_dir).absolute()
+    prepare(cfg, out_dir)
+    if not (APP_DIR / "pyproject.toml").exists():
+        raise ConfigError(
+            "engine=simulation runs `flwr run` on the vflfs source folder, which this "
+            "installation lacks; fix: engine=local, or install vflfs from a checkout "
+            "(pip install -e .)"
         )
+    with SimulationSuperLink() as superlink:
+        config_file = superlink.workdir / "config.yaml"
+        config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        status = superlink.run(
+            APP_DIR,
+            {"config-file": str(config_file), "output-dir": str(out_dir)},
+            backend_config(cfg),
+            on_line=_show,
+        )
+    if status["status"] == "finished:completed" and is_complete(out_dir):
+        return read_results(out_dir)
+    error = out_dir / ERROR
+    detail = error.read_text().strip() if error.exists() else status.get("status-details", "")
+    raise RunFailed(f"the simulation ended {status['status']}, without {RESULTS}: {detail}")
+
+
+# A vflfs log line as the ServerApp streams it ("INFO    : epoch   3  loss ..."); Flower's and
+# Ray's own lines (coloured level names, actor prefixes) do not match.
+SERVER_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) *: (.*)$")
+
+
+def _show(line: str) -> None:
+    """Log the ServerApp's vflfs lines (epochs, the output folder) here; drop Flower's."""
+    match = SERVER_LINE.match(line)
+    if match:
+        log.log(logging.getLevelName(match.group(1)), "%s", match.group(2))

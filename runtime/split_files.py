@@ -160,7 +160,7 @@ def usage_text(manifest: dict) -> str:
         f"wrote {manifest['labels']['path']} and {n} party files ({manifest['dataset']}):",
         *(f"  party {m}: {p['path']} ({p['rows']} rows)" for m, p in enumerate(parties)),
         "",
-        "simulation on these files:",
+        "a run on these files (engine=simulation: in Flower's simulation engine):",
         f"  vflfs-run {server} 'dataset.party_paths=[{paths}]'",
         "deployment: one SuperNode per party (docs/deployment.md), each with",
         *(

@@ -1,7 +1,11 @@
 """The vflfs ServerApp (``flwr run .``): compose the Hydra config from the run config, train.
 
-Run config keys (``--run-config``): ``hydra-overrides`` (e.g. ``"dataset=madelon seed=1"``) and
-``output-dir``.
+Run config keys (``--run-config``): ``hydra-overrides`` (e.g. ``"dataset=madelon seed=1"``),
+``output-dir``, and ``config-file`` (a resolved configuration to run instead of composing one).
+
+A configuration error leaves ``error.txt`` in ``output-dir`` when that names an absolute folder.
+A folder holding a completed run of another configuration is refused (``rerun=true`` in the
+overrides replaces it); one holding the same configuration's is run again.
 
 Under ``flwr run`` the ServerApp runs in a process that the SuperLink starts, in the SuperLink's
 working directory, not in the directory where ``flwr run`` was typed (for the ``:local:``
@@ -9,7 +13,10 @@ SuperLink, that is wherever the first ``flwr`` command started it). So ``output-
 ``output_dir`` Hydra key) must be an absolute path; a relative one fails the run with a message
 saying so. When neither is set, results go to ``<SuperLink cwd>/outputs/<time>``; the folder
 is logged (``run_experiment``'s first line, streamed by ``flwr run --stream``). For the same
-reason a labels file (``dataset=party_files dataset.labels_path=...``) must be absolute.
+reason a labels file (``dataset=party_files dataset.labels_path=...``) and the data folder
+(``dataset.data_dir``) must be absolute. The ServerApp's environment is the SuperLink's, fixed
+when the SuperLink started, so pass the data folder as ``dataset.data_dir`` in
+``hydra-overrides`` rather than through ``VFLFS_DATA_DIR``.
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
+from omegaconf import DictConfig, OmegaConf
 
+from vflfs.datasets.paths import resolve_data_dir
 from vflfs.runtime.config import ConfigError, compose_config
+from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
 
 from .run import run_experiment
@@ -34,25 +44,45 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     _log_to_stream()
-    cfg = compose_config(str(context.run_config.get("hydra-overrides", "")))
-    out_dir = resolve_output_dir(
-        str(context.run_config.get("output-dir", "") or ""), cfg.get("output_dir")
-    )
+    named = str(context.run_config.get("output-dir", "") or "")
+    out_dir: Path | None = _absolute(named)
     try:
+        cfg = load_config(context.run_config)
+        out_dir = resolve_output_dir(named, cfg.get("output_dir"))
         check_server_paths(cfg)
-    except ConfigError as error:
-        write_error(out_dir, error)
+        if not cfg.get("rerun", False):
+            holds_same_run(out_dir, cfg)  # refuses a completed run of another configuration
+    except Exception as error:
+        if out_dir is not None and not isinstance(error, OutputFolderError):
+            write_error(out_dir, error)
         raise
     run_experiment(grid, cfg, out_dir)
 
 
+def load_config(run_config) -> DictConfig:
+    """``config-file`` (a resolved configuration, as ``vflfs-run engine=simulation`` passes
+    it), else the composition of ``hydra-overrides``."""
+    path = str(run_config.get("config-file", "") or "")
+    if path:
+        return OmegaConf.load(path)  # type: ignore[return-value]
+    return compose_config(str(run_config.get("hydra-overrides", "")))
+
+
+def _absolute(value: str) -> Path | None:
+    path = Path(value).expanduser()
+    return path if value and path.is_absolute() else None
+
+
 def check_server_paths(cfg) -> None:
-    """Files the ServerApp reads must be named by absolute paths under ``flwr run``."""
-    for key in ("labels_path",):
-        value = cfg.dataset.get(key)
-        if value is not None and not Path(str(value)).expanduser().is_absolute():
+    """Files the ServerApp reads must be named by absolute paths under ``flwr run`` (a file
+    path may be relative to an absolute ``dataset.data_dir``)."""
+    paths = {f"dataset.{k}": cfg.dataset.get(k) for k in ("labels_path", "data_dir")}
+    if resolve_data_dir(cfg.dataset.get("data_dir")) is None:
+        paths["dataset.params.path"] = (cfg.dataset.get("params") or {}).get("path")
+    for key, value in paths.items():
+        if value and not Path(str(value)).expanduser().is_absolute():
             raise ConfigError(
-                f"dataset.{key} must be an absolute path under `flwr run`, got {value!r}: the "
+                f"{key} must be an absolute path under `flwr run`, got {value!r}: the "
                 f"ServerApp runs in the SuperLink's working directory ({Path.cwd()}); fix: give "
                 f"an absolute path (e.g. $PWD/{value})"
             )

@@ -59,7 +59,8 @@ def cross_validate(
         fold_start = start if i == 0 else time.perf_counter()  # fold 0 includes the setup
         if i > 0:
             federation.traffic = Traffic()
-        result = make_strategy(experiment.cfg).start(federation, fold, on_epoch=on_epoch)
+        labelled = _fold_label(on_epoch, i, len(experiments))
+        result = make_strategy(experiment.cfg).start(federation, fold, on_epoch=labelled)
         wall = time.perf_counter() - fold_start
         summary = summarize(experiment.cfg, fold, federation, result, wall)
         summaries.append({k: v for k, v in summary.items() if k not in ("config", "status")})
@@ -70,6 +71,15 @@ def cross_validate(
     files.write_history(out_dir, history)
     files.write_results(out_dir, aggregate)
     return aggregate
+
+
+def _fold_label(
+    on_epoch: Callable[[dict], None] | None, fold: int, folds: int
+) -> Callable[[dict], None] | None:
+    """``on_epoch`` seeing each row with ``fold`` (1-based) and ``folds`` added."""
+    if on_epoch is None:
+        return None
+    return lambda row: on_epoch({**row, "fold": fold + 1, "folds": folds})
 
 
 def _fold_indices(experiments: list[Experiment]) -> list[dict]:

@@ -28,8 +28,10 @@ log = logging.getLogger("vflfs")
 def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]:
     """Every check that needs no party: config, data, splits, strategy name.
 
-    A failure writes ``error.txt`` into ``out_dir`` and raises, before any message is sent.
+    First removes the outcome files an earlier run left in ``out_dir``. A failure writes
+    ``error.txt`` into ``out_dir`` and raises, before any message is sent.
     """
+    files.clear_outcome(Path(out_dir))
     try:
         check_config(cfg)
         if cfg.get("threads"):
@@ -99,8 +101,11 @@ def poll_interval(grid: Grid, cfg: DictConfig) -> float:
 
 
 def _log_epoch(row: dict) -> None:
+    """One line per epoch; cross-validation rows carry ``fold`` (1-based) and ``folds``."""
+    fold = f"fold {row['fold']}/{row['folds']} " if "fold" in row else ""
     log.info(
-        "epoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
+        "%sepoch %3d  loss %.4f  val %.4f  test %.4f  %.2f MB  %.1f s",
+        fold,
         row["epoch"],
         row["train_loss"],
         row["val_metric"],

@@ -35,6 +35,10 @@ def user_npz(tmp_path, X, y) -> str:
         ("split=sizes split.sizes=[40,0]", r"party 1 has no columns"),
         ("split=columns split.columns=[[0,1],[1,2]]", r"1"),
         ("training.local_steps=0", r"training.local_steps must be >= 1"),
+        ("engine=ray", r"engine must be 'local' or 'simulation', got 'ray'"),
+        ("training.epochs=abc", r"training\.epochs must be an integer, got 'abc'"),
+        ("training.lr=fast", r"training\.lr must be a number, got 'fast'"),
+        ("training.lr=0", r"training\.lr must be > 0"),
     ],
 )
 def test_config_errors(tmp_path, overrides, match):

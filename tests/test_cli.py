@@ -107,15 +107,42 @@ def test_local_engine_trains_like_the_simulation_engine(tag, tmp_path):
         assert local["communication"][key] == sim["communication"][key]
 
 
-def test_unknown_engine_fails_before_training(tag, tmp_path):
+def test_config_error_is_one_line_naming_the_key(tag, tmp_path):
     out = tmp_path / "out"
-    result, text = vflfs_run(
-        tag, tmp_path, *TINY, "engine=ray", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h"
+    args = (*TINY, "training.epochs=abc", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h")
+    result, text = vflfs_run(tag, tmp_path, *args)
+    assert result.returncode == 1
+    assert "Traceback" not in text
+    (line,) = [x for x in text.splitlines() if "error:" in x]
+    assert "training.epochs must be an integer, got 'abc'" in line and "VFLFS_DEBUG=1" in line
+    assert "training.epochs" in (out / "error.txt").read_text()
+
+    debug = run_process(
+        [tool("vflfs-run"), *args], env=tag.env(VFLFS_DEBUG="1"), cwd=tmp_path, timeout=600
     )
-    assert result.returncode != 0
-    assert "engine must be 'simulation' or 'local', got 'ray'" in text
-    assert "engine must be" in (out / "error.txt").read_text()
-    assert not (out / "results.json").exists()
+    assert debug.returncode != 0 and "Traceback" in debug.stdout + debug.stderr
+
+
+def test_output_folder_of_another_configuration_is_refused(tag, tmp_path):
+    out = tmp_path / "out"
+    common = (*TINY, "training.epochs=1", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h")
+    result, text = vflfs_run(tag, tmp_path, *common)
+    assert result.returncode == 0, text
+    before = (out / "results.json").read_text()
+
+    result, text = vflfs_run(tag, tmp_path, *common, "seed=1")
+    assert result.returncode == 1
+    assert "already holds a completed run with a different configuration (seed" in text
+    assert "rerun=true" in text and "Traceback" not in text
+    assert (out / "results.json").read_text() == before and not (out / "error.txt").exists()
+
+    # A rerun that fails leaves no results behind that could be taken for its own.
+    result, text = vflfs_run(
+        tag, tmp_path, *common, "rerun=true", "split=sizes", "split.sizes=[10,10]"
+    )
+    assert result.returncode == 1
+    assert not (out / "results.json").exists() and not (out / "history.csv").exists()
+    assert "add up to 20" in (out / "error.txt").read_text()
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("RUN", "out"), ("MULTIRUN", "out/3")])

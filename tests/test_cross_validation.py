@@ -4,17 +4,51 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 
 import numpy as np
 import pytest
 
+from vflfs.runtime.cli import outcome
+
 from helpers import run_local, tiny_config
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 @pytest.fixture(scope="module")
 def cv_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("cv")
-    return out, run_local(tiny_config("cv.folds=3 training.epochs=2"), out)
+    log, lines = logging.getLogger("vflfs"), Lines()
+    level = log.level
+    log.addHandler(lines)
+    log.setLevel(logging.INFO)
+    try:
+        summary = run_local(tiny_config("cv.folds=3 training.epochs=2"), out)
+    finally:
+        log.removeHandler(lines)
+        log.setLevel(level)
+    summary["log"] = lines.lines
+    return out, summary
+
+
+def test_epoch_lines_name_their_fold_and_the_summary_gives_mean_and_std(cv_run):
+    _, summary = cv_run
+    epochs = [line.split("  loss")[0] for line in summary["log"] if "  loss" in line]
+    expected = [f"fold {f}/3 epoch   {e}" for f in (1, 2, 3) for e in (0, 1)]
+    assert epochs == expected
+    test = summary["cv"]["test_metric"]
+    best = ", ".join(str(f["best_epoch"]) for f in summary["folds"])
+    assert outcome(summary).startswith(
+        f"test accuracy {test['mean']:.4f} ± {test['std']:.4f} over 3 folds (best epochs {best})"
+    )
 
 
 def test_folds_are_disjoint_and_cover_the_data(cv_run):

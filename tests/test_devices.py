@@ -29,8 +29,8 @@ def test_auto_round_robins_over_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert [str(resolve_device("auto", i)) for i in range(3)] == ["cuda:0", "cuda:1", "cuda:0"]
     cfg = tiny_config("split.num_parties=4")
-    assert backend_config(cfg)["client_resources"]["num_gpus"] == 0.5
-    assert backend_config(tiny_config("device=cpu"))["client_resources"]["num_gpus"] == 0.0
+    assert backend_config(cfg)["client-resources-num-gpus"] == 0.5
+    assert backend_config(tiny_config("device=cpu"))["client-resources-num-gpus"] == 0.0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
@@ -38,5 +38,5 @@ def test_without_gpus():
     assert resolve_device("auto", 5) == torch.device("cpu")
     with pytest.raises(RuntimeError, match="no GPU is visible"):
         resolve_device("cuda", 0)
-    resources = backend_config(tiny_config())["client_resources"]
-    assert resources["num_gpus"] == 0.0
+    resources = backend_config(tiny_config())
+    assert resources["client-resources-num-gpus"] == 0.0

@@ -98,19 +98,24 @@ def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
     np.testing.assert_allclose(cli_results["step_losses"], flwr_results["step_losses"], rtol=1e-5)
     assert cli_results["test_metric"] == pytest.approx(flwr_results["test_metric"], rel=1e-6)
     assert cli_results["best_epoch"] == flwr_results["best_epoch"]
+    for key in ("bytes_up", "bytes_down"):
+        assert cli_results["communication"][key] == flwr_results["communication"][key]
 
 
-def test_failed_run_is_reported_failed_without_results(stack, tmp_path):
+def test_failed_run_is_reported_failed_with_error_txt(stack, tmp_path):
     out = tmp_path / "out"
-    run = flwr_run(stack, "training.epochs=1 dataset.name=nosuch", str(out))
+    # A configuration error, raised while composing the config, before any check of vflfs's.
+    run = flwr_run(stack, "training.epochs=1 dataset=nosuch", str(out))
     # `flwr run --stream` exits 0 even when the ServerApp fails: the run's status says it.
     status = stack.wait_run_finished(run.run_id)
     assert status["status"] == "finished:failed", status
-    assert "unknown dataset 'nosuch'" in status["status-details"]
+    assert "Could not find 'dataset/nosuch'" in status["status-details"]
     assert "synthetic_madelon" in status["status-details"]  # it lists the available ones
-    assert "unknown dataset 'nosuch'" in run.output  # and the stream shows the error
+    assert "dataset/nosuch" in run.output  # and the stream shows the error
+    # The named output folder gets error.txt, and no results.
     assert not (out / "results.json").exists()
-    assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
+    error = (out / "error.txt").read_text()
+    assert "Could not find 'dataset/nosuch'" in error and "synthetic_madelon" in error
 
 
 def test_relative_output_dir_is_rejected(stack, tmp_path):
@@ -128,3 +133,20 @@ def test_unknown_run_config_key_is_refused(stack):
     )
     assert result.returncode != 0
     assert "Invalid run configuration" in result.stdout + result.stderr
+
+
+def test_data_paths_must_be_absolute_under_flwr_run(monkeypatch):
+    """The ServerApp runs in the SuperLink's working directory and environment."""
+    from vflfs.runtime.config import ConfigError, compose_config
+    from vflfs.server_app.app import check_server_paths
+
+    monkeypatch.delenv("VFLFS_DATA_DIR", raising=False)
+    for overrides, key in [
+        ("dataset=phishing dataset.data_dir=data", "dataset.data_dir"),
+        ("dataset=csv dataset.params.path=mine.csv", "dataset.params.path"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"{key} must be an absolute path.*fix"):
+            check_server_paths(compose_config(overrides))
+    check_server_paths(compose_config("dataset=csv dataset.data_dir=/d dataset.params.path=m.csv"))
+    monkeypatch.setenv("VFLFS_DATA_DIR", "/d")  # a file relative to the data folder is fine
+    check_server_paths(compose_config("dataset=csv dataset.params.path=mine.csv"))

@@ -18,7 +18,6 @@ from vflfs.datasets import load_dataset
 from vflfs.federation import DOWN, UP
 from vflfs.federation.payload import from_array
 from vflfs.runtime.config import compose_config
-from vflfs.runtime.simulation import simulate
 from vflfs.server_app.experiment import Experiment
 
 from helpers import run_local, tiny_config
@@ -90,7 +89,7 @@ def audit(messages, features: np.ndarray, labels: np.ndarray) -> dict[str, float
 def recorded_run(tmp_path_factory):
     cfg = compose_config(FRIEDMAN)
     recorder = Recorder()
-    simulate(cfg, tmp_path_factory.mktemp("audit"), observers=[recorder])
+    run_local(cfg, tmp_path_factory.mktemp("audit"), observers=[recorder])
     return cfg, recorder
 
 
@@ -102,7 +101,7 @@ def secrets(cfg):
     return features, exp.y
 
 
-def test_every_message_of_a_simulation_is_clean(recorded_run):
+def test_every_message_of_a_run_is_clean(recorded_run):
     cfg, recorder = recorded_run
     ops = {(d, op) for d, _, op, _ in recorder.messages}
     assert {(UP, "train.step"), (DOWN, "train.step"), (UP, "query.setup")} <= ops
