@@ -34,7 +34,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
 from .secure_layer import make_secure_layer
-from .strategy import EpochCallback, log
+from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
 
@@ -124,6 +124,7 @@ def choose(points: list[PathPoint], slack: float, max_features: int | None) -> P
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
+    name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
 
     def __init__(self, cfg: DictConfig) -> None:
