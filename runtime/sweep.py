@@ -26,25 +26,38 @@ def count_jobs(overrides: list[str]) -> int:
 
 
 class SweepProgress(Callback):
-    """Logs ``job i/N`` with the job's overrides, and the sweep's elapsed time."""
+    """Logs ``job i/N`` with the job's overrides, and the sweep's elapsed time.
+
+    Parallel launchers (``hydra/launcher=joblib``, ``submitit_slurm``) run each job's callbacks
+    in a copy of this object in another process, so a job's number is read from its config
+    (``hydra.job.num``) and the elapsed time from the wall clock, never counted here.
+    """
 
     def __init__(self) -> None:
         self.total = 0
-        self.done = 0
-        self.start = time.perf_counter()
+        self.start = time.time()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.total = count_jobs(list(config.hydra.overrides.task))
-        self.start = time.perf_counter()
+        self.start = time.time()
         log.info("sweep: %d jobs -> %s", self.total, config.hydra.sweep.dir)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.total:
             overrides = " ".join(config.hydra.overrides.task)
-            log.info("sweep: job %d/%d  %s", self.done + 1, self.total, overrides)
+            log.info("sweep: job %d/%d  %s", self._number(config), self.total, overrides)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if self.total:
-            self.done += 1
-            elapsed = time.perf_counter() - self.start
-            log.info("sweep: %d/%d jobs done, %.0f s elapsed", self.done, self.total, elapsed)
+            elapsed = time.time() - self.start
+            number = self._number(config)
+            log.info("sweep: job %d/%d done, %.0f s elapsed", number, self.total, elapsed)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.total:
+            elapsed = time.time() - self.start
+            log.info("sweep: %d jobs done in %.0f s", self.total, elapsed)
+
+    @staticmethod
+    def _number(config: DictConfig) -> int:
+        return int(config.hydra.job.num) + 1

@@ -124,7 +124,7 @@ def choose(points: list[PathPoint], slack: float, max_features: int | None) -> P
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
-    name = Strategy.name  # a skeleton: not a strategy of its own
+    name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
 
     def __init__(self, cfg: DictConfig) -> None:

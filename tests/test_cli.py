@@ -86,6 +86,28 @@ def test_multirun_writes_one_complete_folder_per_job_and_resumes(tag, tmp_path):
     assert "seed=2," in new.name and is_complete(new)
 
 
+def test_joblib_launcher_runs_jobs_in_parallel_processes(tag, tmp_path):
+    """``hydra/launcher=joblib``: each job in a loky worker process, with the sweep's callbacks
+    numbering the jobs and each job writing its own complete folder."""
+    sweep = tmp_path / "sweep"
+    result, text = vflfs_run(
+        tag, tmp_path, "-m", "seed=0,1", *TINY, "engine=local", "training.epochs=1",
+        "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert result.returncode == 0, text
+    assert "Joblib.Parallel(n_jobs=2,backend=loky" in text
+    assert "sweep: job 1/2" in text and "sweep: job 2/2" in text
+    assert "sweep: 2 jobs done" in text
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert len(jobs) == 2
+    for seed, job in enumerate(jobs):
+        assert f"seed={seed}," in job.name and is_complete(job), job
+        assert (job / "history.csv").exists() and (job / "config.yaml").exists()
+        assert f"sweep: job {seed + 1}/2 done" in (job / "cli.log").read_text()
+        results = json.loads((job / "results.json").read_text())
+        assert results["seed"] == seed and results["epochs_run"] == 1
+
+
 def test_local_engine_trains_like_the_simulation_engine(tag, tmp_path):
     sweep = tmp_path / "sweep"
     result, text = vflfs_run(

@@ -1,6 +1,9 @@
 """docs/deployment.md's one-machine commands, run as written (free ports and a temporary
 folder swapped in), end to end: split, certificates, TLS SuperLink, registered SuperNodes with
-their own files, ``flwr run``, ``flwr ls``, shutdown."""
+their own files, ``flwr run``, ``flwr ls``, shutdown.
+
+The guide starts its own stack, as a reader would, so this runs with the heavy scenarios
+(``-m heavy``); tests/test_deployment.py covers the same stack on every ``python -m pytest``."""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ import json
 import os
 import re
 
+import pytest
 from proc_utils import REPO, ProcessTag, free_ports, run_process
 
 GUIDE = REPO / "docs" / "deployment.md"
 PORTS = ("9093", "9100", "9101")
+
+pytestmark = pytest.mark.heavy
 
 
 def one_machine_script() -> str:

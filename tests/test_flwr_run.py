@@ -1,6 +1,10 @@
-"""``flwr run .`` on a real simulation SuperLink (own free port, own FLWR_HOME, no installs).
+"""``flwr run .`` from the repository root, as the README shows it.
 
-One SuperLink serves the whole module; its teardown checks that no process it started is left.
+A run on a real simulation SuperLink (own free port, own FLWR_HOME, no installs; its teardown
+checks that no process it started is left) writes the output folder and equals ``vflfs-run``.
+Runs that fail in the ServerApp, and a run config the CLI refuses, go to the session's shared
+deployment stack (``conftest.deployment``): they need no training, and a deployment SuperLink
+starts their ServerApp without a simulation runtime.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import numpy as np
 import pytest
 
+from deployment_stack import SPLIT
 from flower_procs import REPO, FlowerStack, ProcessTag, run_process, tool
 
 # Tiny and CPU-only, so that both entry points compute the same thing on any machine.
@@ -32,13 +37,13 @@ def stack(tmp_path_factory):
     assert not (stack.home / "runtime-envs").exists()
 
 
-def flwr_run(stack: FlowerStack, overrides: str, output_dir: str):
+def flwr_run(stack: FlowerStack, overrides: str, output_dir: str, federation: str | None = None):
     """The documented command, from the repository root: ``flwr run . <conn> --stream -c
-    "hydra-overrides='...' output-dir='...'" --federation-config "num-supernodes=3"``."""
+    "hydra-overrides='...' output-dir='...'" [--federation-config "num-supernodes=3"]``."""
     run = stack.run_app(
         ".",
         run_config=f"hydra-overrides='{overrides}' output-dir='{output_dir}'",
-        federation_config=FEDERATION,
+        federation_config=federation,
         cwd=REPO,
     )
     assert run.run_id is not None, run.output
@@ -48,7 +53,7 @@ def flwr_run(stack: FlowerStack, overrides: str, output_dir: str):
 @pytest.fixture(scope="module")
 def completed(stack, tmp_path_factory):
     out = tmp_path_factory.mktemp("flwr-run") / "out"
-    run = flwr_run(stack, TINY, str(out))
+    run = flwr_run(stack, TINY, str(out), FEDERATION)
     return run, out
 
 
@@ -102,10 +107,11 @@ def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
         assert cli_results["communication"][key] == flwr_results["communication"][key]
 
 
-def test_failed_run_is_reported_failed_with_error_txt(stack, tmp_path):
+def test_failed_run_is_reported_failed_with_error_txt(deployment, tmp_path):
+    stack = deployment
     out = tmp_path / "out"
     # A configuration error, raised while composing the config, before any check of vflfs's.
-    run = flwr_run(stack, "training.epochs=1 dataset=nosuch", str(out))
+    run = flwr_run(stack, f"{SPLIT} training.epochs=1 dataset=nosuch", str(out))
     # `flwr run --stream` exits 0 even when the ServerApp fails: the run's status says it.
     status = stack.wait_run_finished(run.run_id)
     assert status["status"] == "finished:failed", status
@@ -118,19 +124,18 @@ def test_failed_run_is_reported_failed_with_error_txt(stack, tmp_path):
     assert "Could not find 'dataset/nosuch'" in error and "synthetic_madelon" in error
 
 
-def test_relative_output_dir_is_rejected(stack, tmp_path):
+def test_relative_output_dir_is_rejected(deployment):
+    stack = deployment
     # The ServerApp runs in the SuperLink's working directory, not in flwr run's.
-    run = flwr_run(stack, "training.epochs=1", "relative/out")
+    run = flwr_run(stack, f"{SPLIT} training.epochs=1", "relative/out")
     status = stack.wait_run_finished(run.run_id)
     assert status["status"] == "finished:failed", status
     assert "output-dir must be an absolute path" in status["status-details"]
     assert not (stack.workdir / "relative").exists() and not (REPO / "relative").exists()
 
 
-def test_unknown_run_config_key_is_refused(stack):
-    result = stack.flwr(
-        "run", str(REPO), stack.connection, "-c", "no-such-key=1", "--federation-config", FEDERATION
-    )
+def test_unknown_run_config_key_is_refused(deployment):
+    result = deployment.flwr("run", str(REPO), deployment.connection, "-c", "no-such-key=1")
     assert result.returncode != 0
     assert "Invalid run configuration" in result.stdout + result.stderr
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vflfs.strategies.path import PathPoint, PathSettings, choose
+from vflfs.strategies import STRATEGIES, VFL
+from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
 from vflfs.strategies.vfl import stalled
 
 from helpers import run_local, tiny_config
@@ -24,6 +25,11 @@ def point(k: int, val: float, kept: list[int], penalty: float | None = None) -> 
         components=[[0] for _ in kept],
         mb=0.0,
     )
+
+
+def test_vfl_is_plain_vfl_and_the_path_is_no_strategy_of_its_own():
+    assert STRATEGIES["vfl"] is VFL
+    assert PathStrategy not in STRATEGIES.values()
 
 
 def test_choice_is_the_sparsest_point_within_the_tolerance():
