@@ -218,9 +218,7 @@ class PathStrategy(VFL):
         next epoch's number."""
         self.patience, self.stage = self.path.warmup_patience, "warmup"
         stop = self.path.warmup_max_epochs or int(self.cfg.training.epochs)
-        first = self.start_reliably(federation, experiment, result, on_epoch, stop)
-        if first is not None:
-            self.run_epochs(federation, experiment, result, on_epoch, first, stop)
+        self.start_reliably(federation, experiment, result, on_epoch, stop)
         self.stage = "path"
         return len(result.history)
 

@@ -34,6 +34,8 @@ class VFL(Strategy):
     secure = None  # the secure interactive layer (strategy.secure != none)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
+    stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
+    stall_found = False
     stage = "dense"  # the history's "stage" column
 
     # -- setup ----------------------------------------------------------------------------
@@ -183,9 +185,7 @@ class VFL(Strategy):
         early stopping on validation."""
         self.before_training(federation, experiment, result)
         epochs = int(self.cfg.training.epochs)
-        first = self.start_reliably(federation, experiment, result, on_epoch, epochs)
-        if first is not None:
-            self.run_epochs(federation, experiment, result, on_epoch, first, epochs)
+        self.start_reliably(federation, experiment, result, on_epoch, epochs)
 
     def start_reliably(
         self,
@@ -194,42 +194,56 @@ class VFL(Strategy):
         result: RunResult,
         on_epoch: EpochCallback | None,
         epochs: int,
-    ) -> int | None:
-        """The first epochs, watched for a stalled start: while the training loss stays at the
-        uniform prediction's (the class prior's entropy) and validation at the majority rate,
-        the parties and the server restart from a new initialisation with a smaller learning
-        rate (at most ``MAX_RESTARTS`` times; each is logged and recorded). Returns the next
-        epoch's number, or None when early stopping already ended training."""
+    ) -> None:
+        """Epochs 0 .. ``epochs`` - 1, with the first ones watched for a stalled start.
+
+        While the training loss of the first ``STALL_EPOCHS`` epochs stays at the uniform
+        prediction's (the class prior's entropy) and validation at the majority rate, the
+        parties and the server restart from a new initialisation with a smaller learning rate
+        (at most ``MAX_RESTARTS`` times; each is logged and recorded). The check rides on the
+        epochs' own evaluation: a run that does not stall sends no extra message.
+        """
         first = 0
         while True:
-            stop = min(first + STALL_EPOCHS, epochs)
-            if self.run_epochs(federation, experiment, result, on_epoch, first, stop):
-                return None
-            if stop >= epochs or not stalled(experiment, result.history[first:stop]):
-                return stop
-            if self.restarts >= MAX_RESTARTS:
-                log.warning(
-                    "training is still at the uniform prediction after %d restarts; going on",
-                    self.restarts,
-                )
-                return stop
+            self.stall_watch = (first, first + STALL_EPOCHS - 1)
+            self.stall_found = False
+            self.run_epochs(federation, experiment, result, on_epoch, first, epochs)
+            self.stall_watch = None
+            if not self.stall_found:
+                return
+            first = len(result.history)
             self.restarts += 1
             log.warning(
                 "training stalled at the uniform prediction (loss %.4f) in epochs %d-%d: "
                 "restarting from a new initialisation at %.3g x the learning rate",
-                result.history[stop - 1]["train_loss"],
-                first,
-                stop - 1,
+                result.history[-1]["train_loss"],
+                first - STALL_EPOCHS,
+                first - 1,
                 RESTART_LR**self.restarts,
             )
             result.extra.setdefault("restarts", []).append(
-                {"epoch": stop, "lr_scale": RESTART_LR**self.restarts}
+                {"epoch": first, "lr_scale": RESTART_LR**self.restarts}
             )
             with federation.traffic.in_phase("setup"):
                 self.setup_parties(federation, experiment)
             self.server = self.make_server_model(experiment)
             self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
-            result.best_from = first = stop
+            result.best_from = first
+
+    def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:
+        """At the watched epoch: True (stop, to restart) if the watched epochs stalled."""
+        if self.stall_watch is None or epoch != self.stall_watch[1]:
+            return False
+        if not stalled(experiment, result.history[self.stall_watch[0] :]):
+            return False
+        if self.restarts >= MAX_RESTARTS:
+            log.warning(
+                "training is still at the uniform prediction after %d restarts; going on",
+                self.restarts,
+            )
+            return False
+        self.stall_found = True
+        return True
 
     def run_epochs(
         self,
@@ -332,6 +346,8 @@ class VFL(Strategy):
             result.snapshot_best()
         if on_epoch is not None:
             on_epoch(row)
+        if self.watch_stall(experiment, result, epoch):
+            return True
         if self.stop_early(epoch, result):
             log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
             return True

@@ -73,7 +73,7 @@ def test_filters_keep_the_fraction_and_shrink_the_parties(strategy, tmp_path):
 
 
 def test_gini_filter_keeps_the_globally_best_by_plaintext_gini(tmp_path):
-    summary, grid, experiment = run_filter("gini_filter", tmp_path)
+    summary, grid, experiment = run_filter("gini_filter", tmp_path, "strategy.keep_fraction=0.5")
     rows = experiment.splits.train
     y = experiment.y[rows]
     plain = [gini_fixed_point(X, y, 10, 2, 52) for X in views(experiment, rows)]

@@ -25,7 +25,8 @@ SMALL = (
 )
 LESS = (
     "strategy=less_vfl noise.ratio=1.0 strategy.pretrain_epochs=10 strategy.party.lam=0.5 "
-    "strategy.party.epochs=30 strategy.server.epochs=30 strategy.server.lam=0.1"
+    "strategy.party.epochs=30 strategy.server.epochs=30 strategy.server.lam=0.1 "
+    "strategy.party.path_points=0"  # the paper's stage 3: one fixed lambda
 )
 
 
@@ -139,7 +140,8 @@ def test_removed_features_and_components_leave_the_model(less_run):
 def test_local_lasso_uploads_no_embedding_and_keeps_every_component(tmp_path):
     cfg = compose_config(
         f"{SMALL} strategy=local_lasso noise.ratio=1.0 training.epochs=4 "
-        "strategy.pretrain_epochs=2 strategy.party.epochs=5 strategy.party.lam=3.0"
+        "strategy.pretrain_epochs=2 strategy.party.epochs=5 strategy.party.lam=3.0 "
+        "strategy.party.path_points=0"
     )
     summary = run_local(cfg, tmp_path)
     assert summary["extra"]["components_kept"] == [16, 16, 16]

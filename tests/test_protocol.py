@@ -161,7 +161,7 @@ def test_results_files(tmp_path):
     assert 3 * n_eval * 16 * 4 <= per_epoch <= 3 * n_eval * 16 * 4 * 1.05
     assert summary["selection"]["ratio"] == 1.0
     assert lines[0].endswith(
-        "selected_features,selection_ratio,mb,training_mb,prediction_bytes_per_sample,wall_s"
+        "selected_features,selection_ratio,mb,training_mb,prediction_bytes_per_sample,wall_s,stage"
     )
     assert summary["prediction_bytes_per_sample"] == 3 * 16 * 4  # 3 parties, 16 float32
     # Input-layer column norms of every feature, per party (what the report draws).

@@ -110,7 +110,7 @@ def test_party_files_need_one_list_per_party(tmp_path):
     (tmp_path / "labels.csv").write_text("id,y\n0,1\n1,0\n")
     cfg = compose_config(
         f"dataset=party_files dataset.labels_path={tmp_path / 'labels.csv'} "
-        "split.num_parties=2 dataset.relevant=[0,3]"
+        "split.num_parties=2 dataset.relevant=[0,3] dataset.classes=[0,1]"
     )
     with pytest.raises(DataError, match="dataset.relevant must hold one list .* per party \\(2"):
         Experiment.from_config(cfg)
