@@ -246,8 +246,11 @@ def test_labels_path_must_be_absolute_under_flwr_run():
 
 
 # Strategy options for the tiny runs: small Paillier keys (tests only), short schedules.
+SHORT_PATH = "strategy.path.points=2 strategy.path.steps_per_point=6"
 STRATEGY_OPTIONS = {
-    "fedsdg_fs": "strategy.gini.key_bits=512",
+    "stg": SHORT_PATH,
+    "group_lasso": SHORT_PATH,
+    "fedsdg_fs": f"strategy.gini.key_bits=512 {SHORT_PATH}",
     "gini_filter": "strategy.gini.key_bits=512",
     "fstat_filter": "strategy.fstat.key_bits=512",
     "less_vfl": "strategy.server.epochs=5 strategy.party.epochs=5",
