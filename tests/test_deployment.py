@@ -69,7 +69,10 @@ def test_fedsdg_fs_with_secure_gini_runs_in_deployment_as_in_process(
 ):
     """Gates, K > 1 local steps and the Paillier phase (its fork pool in Flower's ServerApp and
     ClientApp processes) over the deployment: the same run as in process."""
-    options = "strategy=fedsdg_fs strategy.gini.key_bits=512 training.local_steps=2"
+    options = (
+        "strategy=fedsdg_fs strategy.gini.key_bits=512 training.local_steps=2 "
+        "strategy.path.enabled=false"  # two epochs at fixed lambdas: seconds per round-trip here
+    )
     out = tmp_path / "out"
     run = deployment.run_app(".", run_config=run_config(party_files, out, options), cwd=REPO)
     status = deployment.run_status(run.run_id)
