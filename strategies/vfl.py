@@ -24,6 +24,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .result import PartyReport, RunResult
 from .secure_layer import STEP_OPERATION, make_secure_layer
+from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
 
@@ -371,27 +372,6 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
-
-
-STALL_EPOCHS = 3  # epochs watched for a stalled start
-MAX_RESTARTS = 2
-RESTART_LR = 0.3  # learning-rate factor of each restart
-RESTART_SEED = 7919  # initialisation seed offset of each restart
-
-
-def stalled(experiment: Experiment, rows: list[dict]) -> bool:
-    """Classification only: every epoch's training loss within 2% of the class prior's
-    entropy (what predicting the prior costs) and its validation score at most the majority
-    rate of the training labels."""
-    if experiment.task.kind != "classification" or not rows:
-        return False
-    y = experiment.y[experiment.splits.train]
-    prior = np.bincount(y, minlength=experiment.task.n_classes) / max(len(y), 1)
-    entropy = float(-(prior[prior > 0] * np.log(prior[prior > 0])).sum())
-    majority = float(prior.max())
-    return all(
-        r["train_loss"] >= 0.98 * entropy and r["val_metric"] <= majority + 0.005 for r in rows
-    )
 
 
 def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:

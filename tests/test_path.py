@@ -7,7 +7,7 @@ import pytest
 
 from vflfs.strategies import STRATEGIES, VFL
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.vfl import stalled
+from vflfs.strategies.stall import stalled
 
 from helpers import run_local, tiny_config
 
