@@ -15,7 +15,7 @@ from helpers import DATA_DIR
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not (DATA_DIR / "madelon.npz").exists():
-        pytest.fail(
+        pytest.skip(
             f"benchmark data not found in {DATA_DIR}; run `vflfs data fetch all` or set "
             "VFLFS_DATA_DIR to the folder holding them"
         )
