@@ -129,8 +129,8 @@ class SimulationSuperLink:
         ``on_line``. Returns the finished run's ``flwr ls`` entry (``status``...)."""
         cmd = [
             flower_tool("flwr"), "run", str(app), CONNECTION, "--stream",
-            "--run-config", _toml_pairs(run_config),
-            "--federation-config", _toml_pairs(federation_config),
+            "--run-config", toml_pairs(run_config),
+            "--federation-config", toml_pairs(federation_config),
         ]  # fmt: skip
         lines: list[str] = []
         with subprocess.Popen(
@@ -187,8 +187,13 @@ class SimulationSuperLink:
         return ""
 
 
-def _toml_pairs(values: Mapping[str, object]) -> str:
-    """``{"a": 1, "b": "x"}`` -> ``a=1 b='x'`` (what ``-c`` and ``--federation-config`` read)."""
+def toml_pairs(values: Mapping[str, object]) -> str:
+    """``{"a": 1, "b": "x y"}`` -> ``a=1 b='x y'`` (what ``-c``, ``--federation-config`` and
+    ``--node-config`` parse).
+
+    Flower splits the string with a regex that does not understand escapes, so a string value
+    may not contain a single quote or a newline; pass ``-c file.toml`` for those.
+    """
     parts = []
     for key, value in values.items():
         if isinstance(value, bool):
@@ -196,8 +201,9 @@ def _toml_pairs(values: Mapping[str, object]) -> str:
         elif isinstance(value, int | float):
             text = repr(value)
         else:
-            if "'" in str(value):
-                raise SuperLinkError(f"{key}: a value for flwr cannot contain ': {value!r}")
+            value = str(value)
+            if "'" in value or "\n" in value:
+                raise ValueError(f"{key}: a quoted value cannot contain ' or a newline: {value!r}")
             text = f"'{value}'"
         parts.append(f"{key}={text}")
     return " ".join(parts)

@@ -15,6 +15,8 @@ from typing import Any
 
 from proc_utils import REPO, run_process, tool
 
+from vflfs.runtime.superlink import toml_pairs
+
 
 @dataclass
 class FlwrRun:
@@ -33,27 +35,6 @@ class FlwrRun:
 
 class FlowerError(RuntimeError):
     """A Flower process did not start or a CLI call failed; the message has its log."""
-
-
-def toml_pairs(values: Mapping[str, object]) -> str:
-    """``{"a": 1, "b": "x y"}`` -> ``a=1 b='x y'`` (the form ``-c``/``--node-config`` parse).
-
-    Flower splits the string with a regex that does not understand escapes, so a string value
-    may not contain a single quote; pass ``-c file.toml`` for those.
-    """
-    parts = []
-    for key, value in values.items():
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, int | float):
-            text = repr(value)
-        else:
-            value = str(value)
-            if "'" in value or "\n" in value:
-                raise ValueError(f"{key}: a quoted value cannot contain ' or a newline: {value!r}")
-            text = f"'{value}'"
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
 
 
 class FlwrCli:
