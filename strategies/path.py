@@ -24,7 +24,6 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 from omegaconf import DictConfig
@@ -32,93 +31,18 @@ from omegaconf import DictConfig
 from vflfs.federation import MB, Federation
 from vflfs.server_app.experiment import Experiment
 
+from .path_choice import (
+    PathPoint,
+    PathSettings,
+    candidates,
+    choose,
+    choose_refit,
+    tolerance,
+)
 from .result import RunResult
 from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
-
-
-@dataclass(frozen=True)
-class PathSettings:
-    """``strategy.path``: how the penalty grows and how the model is chosen."""
-
-    enabled: bool = True  # false: train at the strategy's fixed penalty (papers' protocol)
-    warmup_patience: int = 2  # dense epochs without a better validation score that end warm-up
-    warmup_max_epochs: int | None = None  # None: training.epochs
-    start: float = 0.05  # first penalty, in units of the dense model's training loss
-    growth: float = 2.0  # ratio of consecutive penalties
-    points: int = 12  # at most this many points after the dense one
-    steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
-    tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
-    max_features: int | None = None  # a budget: choose among points keeping at most this many
-    refit: bool = True
-    refit_max_epochs: int | None = None  # None: training.epochs (early stopping ends it sooner)
-
-    @classmethod
-    def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
-        given = dict(section or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(given) - names)
-        if unknown:
-            raise ValueError(
-                f"unknown strategy.path keys {unknown}; the settings are {sorted(names)}"
-            )
-        settings = cls(**given)
-        if settings.growth <= 1 or settings.start <= 0:
-            raise ValueError(
-                f"strategy.path.growth must be > 1 and strategy.path.start > 0, got "
-                f"{settings.growth} and {settings.start}"
-            )
-        return settings
-
-
-@dataclass
-class PathPoint:
-    """One point of the path: the penalty and what the model keeps and scores there."""
-
-    point: int
-    penalty: float  # the penalty scale (0: the dense model)
-    epoch: int  # the epoch that ended the point
-    val_metric: float
-    val_loss: float
-    selected: list[list[int]]  # per party: local indices of the features in use
-    components: list[list[int]]  # per party: embedding components the server reads
-    mb: float
-    kept: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.kept = sum(len(f) for f, c in zip(self.selected, self.components, strict=True) if c)
-
-    def row(self) -> dict:
-        out = asdict(self)
-        out["per_party"] = [
-            len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
-        ]
-        out["components_kept"] = [len(c) for c in self.components]
-        return out
-
-
-def tolerance(setting: float | None, experiment: Experiment, best: float) -> float:
-    """A validation choice's slack: ``setting``, else one standard error of the best
-    validation score (binomial for accuracy; for R^2 one hundredth)."""
-    if setting is not None:
-        return float(setting)
-    if experiment.task.kind != "classification":
-        return 0.01
-    n = max(len(experiment.splits.val), 1)
-    p = min(max(best, 0.0), 1.0)
-    return math.sqrt(max(p * (1 - p), 1.0 / n) / n)
-
-
-def choose(points: list[PathPoint], slack: float, max_features: int | None) -> PathPoint:
-    """The sparsest point within ``slack`` of the best validation score (within the budget
-    when one is set; the best-scoring point within it, else the sparsest, when none is)."""
-    within = [p for p in points if max_features is None or p.kept <= max_features]
-    if not within:
-        return min(points, key=lambda p: (p.kept, -p.val_metric))
-    best = max(p.val_metric for p in within)
-    good = [p for p in within if p.val_metric >= best - slack]
-    return min(good, key=lambda p: (p.kept, -p.val_metric, p.point))
 
 
 class PathStrategy(VFL):
@@ -192,7 +116,7 @@ class PathStrategy(VFL):
             chosen.val_metric,
         )
         if self.path.refit:
-            self.refit(federation, experiment, result, on_epoch, epoch, chosen)
+            self.refit_candidates(federation, experiment, result, on_epoch, points, chosen, slack)
             refit_best = result.best
             if refit_best["val_metric"] < dense["val_metric"] - slack:
                 log.warning(
@@ -296,17 +220,61 @@ class PathStrategy(VFL):
         log.info("the path ended above the budget: keeping the %d most important features", budget)
         return [sorted(f for _, n, f in ranked if n == m) for m in range(len(values))]
 
+    def refit_candidates(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        points: list[PathPoint],
+        chosen: PathPoint,
+        slack: float,
+    ) -> None:
+        """Refit the candidate points (:func:`candidates`) and keep the sparsest refit whose
+        validation score is within ``slack`` of the best refit's (:func:`choose_refit`).
+
+        Candidates go densest first, so the likely winner, a sparse one, is the last refit and
+        its model is the one the parties hold; a winner refit earlier is refit once more.
+        """
+        pool = candidates(points, chosen, slack, self.path)
+        keeps = [self.within_budget(federation, point) for point in pool]
+        scores: list[tuple[PathPoint, float]] = []
+        for i, (point, selected) in enumerate(zip(pool, keeps, strict=True)):
+            self.refit(federation, experiment, result, on_epoch, point, selected)
+            scores.append((point, float(result.best["val_metric"])))
+            log.info(
+                "refit %d/%d (path point %d, %d features): validation %.4f",
+                i + 1,
+                len(pool),
+                point.point,
+                point.kept,
+                scores[-1][1],
+            )
+        win = choose_refit(scores, slack)
+        if win != len(pool) - 1:
+            self.refit(federation, experiment, result, on_epoch, pool[win], keeps[win])
+        result.extra["path_choice"]["refits"] = [
+            {"point": point.point, "kept": point.kept, "val_metric": score}
+            for point, score in scores
+        ]
+        result.extra["path_choice"]["point"] = pool[win].point
+        if len(pool) > 1:
+            log.info(
+                "chosen after refits: path point %d, %d features", pool[win].point, pool[win].kept
+            )
+
     def refit(
         self,
         federation: Federation,
         experiment: Experiment,
         result: RunResult,
         on_epoch: EpochCallback | None,
-        epoch: int,
         chosen: PathPoint,
+        selected: list[list[int]],
     ) -> None:
-        """Fresh models on the chosen features and components, trained without penalty."""
-        selected = self.within_budget(federation, chosen)
+        """Fresh models on ``selected`` features and the chosen point's components, trained
+        without penalty from the next epoch on."""
+        epoch = len(result.history)
         self.refitting, self.stage = True, "refit"
         # A party that keeps no feature sends nothing, and one whose components are all
         # closed keeps no feature: neither could change the prediction.

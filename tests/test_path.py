@@ -7,6 +7,7 @@ import pytest
 
 from vflfs.strategies import STRATEGIES, VFL
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
+from vflfs.strategies.path_choice import candidates, choose_refit
 from vflfs.strategies.stall import stalled
 
 from helpers import run_local, tiny_config
@@ -39,6 +40,38 @@ def test_choice_is_the_sparsest_point_within_the_tolerance():
     assert choose(points, 0.01, 4).point == 2  # the budget leaves only point 2
     # never a point worse than the dense one by more than the tolerance:
     assert choose([point(0, 0.9, [5]), point(1, 0.7, [1])], 0.05, None).point == 0
+
+
+def test_candidates_are_the_choice_and_sparser_points_near_the_best():
+    points = [
+        point(0, 0.80, [10, 10]),
+        point(1, 0.86, [6, 5]),
+        point(2, 0.85, [3, 2]),
+        point(3, 0.84, [2, 1]),
+        point(4, 0.83, [1, 1]),
+        point(5, 0.60, [1, 0]),
+    ]
+    settings = PathSettings(refit_candidates=3, candidate_slack=3.0)
+    chosen = choose(points, 0.01, None)
+    assert chosen.point == 2
+    # within 3 x 0.01 of 0.86: points 3 and 4 (sparser); point 5 scores too low
+    assert [p.point for p in candidates(points, chosen, 0.01, settings)] == [2, 3, 4]
+    two = PathSettings(refit_candidates=2, candidate_slack=3.0)
+    assert [p.point for p in candidates(points, chosen, 0.01, two)] == [2, 4]
+    one = PathSettings(refit_candidates=1)
+    assert [p.point for p in candidates(points, chosen, 0.01, one)] == [2]
+    # the same selection twice is refit once
+    twin = [*points[:3], point(3, 0.85, [3, 2])]
+    assert [p.point for p in candidates(twin, chosen, 0.01, settings)] == [2]
+
+
+def test_the_refit_choice_is_the_sparsest_refit_within_the_tolerance():
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.85)], 0.02) == 1
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.89)], 0.02) == 2
+    assert choose_refit([(a, 0.90), (b, 0.80), (c, 0.70)], 0.02) == 0
+    with pytest.raises(ValueError, match="refit_candidates"):
+        PathSettings.from_cfg({"refit_candidates": 0})
 
 
 def test_a_party_without_components_selects_nothing():
@@ -84,10 +117,17 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
         )
         for p in path
     ]
-    assert choose(points, choice["tolerance"], None).point == choice["point"]
+    one_se = choose(points, choice["tolerance"], None)
+    refits = choice["refits"]
+    assert refits[0]["point"] == one_se.point  # the 1-SE point, then sparser candidates
+    assert [r["kept"] for r in refits] == sorted((r["kept"] for r in refits), reverse=True)
+    best_refit = max(r["val_metric"] for r in refits)
+    good = [r for r in refits if r["val_metric"] >= best_refit - choice["tolerance"]]
+    assert choice["point"] == min(good, key=lambda r: r["kept"])["point"]
     chosen = path[choice["point"]]
     best = max(p["val_metric"] for p in path)
-    assert chosen["val_metric"] >= best - choice["tolerance"]
+    slack = PathSettings().candidate_slack * choice["tolerance"]
+    assert chosen["val_metric"] >= best - slack
     stages = (tmp_path / "history.csv").read_text().splitlines()
     column = stages[0].split(",").index("stage")
     order = [line.split(",")[column] for line in stages[1:]]
