@@ -9,6 +9,7 @@ import torch
 
 from vflfs.federation import Payload
 
+from . import store
 from .ops_align import local_spec
 from .registry import OPERATIONS
 from .session import Session
@@ -55,7 +56,12 @@ def step(session: Session, payload: Payload) -> Payload:
     of the next K batches, possibly empty) and ``evaluate`` (also return evaluation-mode
     embeddings of the evaluation rows given at setup, after the update). With embedding gates,
     embeddings carry only the open components and an ``open`` mask per batch.
+
+    The step that asks for the evaluation ends an epoch: the state the party holds before it
+    is the one the server checkpoints, saved first to the party's state folder if it has one.
     """
+    if payload.get("evaluate"):
+        store.write_snapshot(session.context)
     party = session.party
     party.apply_pending(payload.get("grads") or [])
     out = party.embed_batches([np.asarray(b) for b in payload.get("batches") or []])

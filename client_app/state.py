@@ -20,7 +20,7 @@ from .party import Party, PartySpec
 
 META = "vflfs.meta"
 ROWS = "vflfs.rows"
-_ARRAY_GROUPS = ("model", "optim", "pending", "structure")
+ARRAY_GROUPS = ("model", "optim", "pending", "structure")
 _CACHE: dict[tuple[int, int], tuple[str, int, Party]] = {}
 
 
@@ -67,7 +67,7 @@ def restore(context: Context) -> tuple[Party, dict, str]:
     party.load_state_arrays(
         {
             g: {k: from_array(a) for k, a in context.state[f"vflfs.{g}"].items()}
-            for g in _ARRAY_GROUPS
+            for g in ARRAY_GROUPS
         }
     )
     _CACHE[(context.run_id, context.node_id)] = (nonce, version, party)

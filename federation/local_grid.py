@@ -27,7 +27,13 @@ from flwr.supercore.task_identity import TaskIdentity
 class LocalGrid(Grid):
     """Synchronous grid over ``num_nodes`` ClientApp instances in this process."""
 
-    def __init__(self, client_app: ClientApp, num_nodes: int, run_id: int | None = None) -> None:
+    def __init__(
+        self,
+        client_app: ClientApp,
+        num_nodes: int,
+        run_id: int | None = None,
+        run_config: dict | None = None,
+    ) -> None:
         self.client_app = client_app
         self.run_id = run_id if run_id is not None else random.getrandbits(40)
         TaskIdentity.run_id = self.run_id
@@ -43,7 +49,7 @@ class LocalGrid(Grid):
                 node_id=node,
                 node_config={"partition-id": pid, "num-partitions": n},
                 state=RecordDict(),
-                run_config={},
+                run_config=dict(run_config or {}),
             )
             for node, (pid, n) in self.contexts.items()
         }

@@ -25,7 +25,7 @@ from vflfs.federation import PartyError
 
 from .config import CONF_DIR
 from .output_folder import holds_same_run
-from .results import RESULTS
+from .results import PARTY_STATE, RESULTS
 from .simulation import RunFailed, simulate
 
 log = logging.getLogger("vflfs")
@@ -68,10 +68,14 @@ def run_job(cfg: DictConfig, out_dir: Path) -> dict:
     if str(cfg.get("engine", "local")) != "local":
         return simulate(cfg, out_dir)  # checks the config (engine included) before starting
     from vflfs.client_app.app import app as client_app
+    from vflfs.client_app.store import RUN_KEY
     from vflfs.federation import LocalGrid
     from vflfs.server_app.run import run_experiment
 
-    return run_experiment(LocalGrid(client_app, int(cfg.split.num_parties)), cfg, out_dir)
+    # The parties save their state at epoch boundaries in the output folder, for resume=true.
+    parties = {RUN_KEY: str(out_dir / PARTY_STATE)}
+    grid = LocalGrid(client_app, int(cfg.split.num_parties), run_config=parties)
+    return run_experiment(grid, cfg, out_dir)
 
 
 def outcome(summary: dict) -> str:

@@ -67,6 +67,9 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
     for key, rule in NUMBERS.items():
         check_number(cfg, key, *rule)
+    for key in ("rerun", "resume"):
+        if not isinstance(cfg.get(key, False), bool):
+            raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")
 
 
 def check_number(

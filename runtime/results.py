@@ -22,17 +22,24 @@ RESULTS = "results.json"
 HISTORY = "history.csv"
 CONFIG = "config.yaml"
 ERROR = "error.txt"
+CHECKPOINT = "checkpoint.pt"  # the last epoch boundary of an unfinished run (resume=true)
+PARTY_STATE = "party-state"  # the parties' saved states (engine=local and simulation)
 # What a run's outcome consists of; removed before a run starts in a folder.
 OUTCOME = (RESULTS, ERROR, HISTORY)
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see either nothing or the whole file."""
+    write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either nothing or the whole file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
     except BaseException:

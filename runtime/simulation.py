@@ -18,7 +18,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError
-from .results import ERROR, RESULTS, is_complete, read_results
+from .results import ERROR, PARTY_STATE, RESULTS, is_complete, read_results
 from .superlink import SimulationSuperLink
 
 log = logging.getLogger("vflfs")
@@ -59,6 +59,7 @@ def simulate(cfg: DictConfig, out_dir: str | Path) -> dict:
     Bad input fails here, before any Flower process starts. Raises :class:`RunFailed` with the
     server's error if the run fails.
     """
+    from vflfs.client_app.store import RUN_KEY
     from vflfs.server_app.run import prepare
 
     out_dir = Path(out_dir).absolute()
@@ -74,7 +75,11 @@ def simulate(cfg: DictConfig, out_dir: str | Path) -> dict:
         config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
         status = superlink.run(
             APP_DIR,
-            {"config-file": str(config_file), "output-dir": str(out_dir)},
+            {
+                "config-file": str(config_file),
+                "output-dir": str(out_dir),
+                RUN_KEY: str(out_dir / PARTY_STATE),  # the parties' saved states
+            },
             backend_config(cfg),
             on_line=_show,
         )

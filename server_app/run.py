@@ -16,6 +16,7 @@ from vflfs.federation import Federation, Observer
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
 from vflfs.strategies import RunResult, Strategy, make_strategy
+from vflfs.strategies.checkpoint import open_checkpoints, run_strategy
 
 from .alignment import align_samples
 from .cross_validation import cross_validate
@@ -52,12 +53,13 @@ def run_experiment(
 
     With ``cv.folds = k > 1`` the strategy runs once per fold over the same parties, and
     ``results.json`` holds the mean and standard deviation over folds (spec section 1).
+    The run checkpoints at every epoch boundary and, with ``resume=true``, continues from the
+    checkpoint it finds in ``out_dir`` (:mod:`vflfs.strategies.checkpoint`).
     """
     out_dir = Path(out_dir)
     start = time.perf_counter()
     experiment, strategy = prepare(cfg, out_dir)
     try:
-        files.write_config(out_dir, cfg)
         f = cfg.federation
         federation = Federation(
             grid,
@@ -67,6 +69,8 @@ def run_experiment(
             poll_interval=poll_interval(grid, cfg),
             observers=observers,
         )
+        checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
+        files.write_config(out_dir, cfg)
         log.info(
             "vflfs: %s on %s, %d parties -> %s",
             strategy.name,
@@ -81,10 +85,12 @@ def run_experiment(
                 experiment = align_samples(federation, experiment)
         if int(cfg.cv.folds) > 1:
             return cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
-        result = strategy.start(federation, experiment, on_epoch=_log_epoch)
+        result = run_strategy(strategy, federation, experiment, checkpoints, _log_epoch)
         summary = summarize(cfg, experiment, federation, result, time.perf_counter() - start)
         files.write_history(out_dir, result.history)
         files.write_results(out_dir, summary)
+        if checkpoints is not None:
+            checkpoints.finished()
         return summary
     except BaseException as error:
         files.write_error(out_dir, error)

@@ -24,6 +24,7 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from omegaconf import DictConfig
@@ -31,6 +32,7 @@ from omegaconf import DictConfig
 from vflfs.federation import MB, Federation
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint import resumed_first, resuming
 from .path_choice import (
     PathPoint,
     PathSettings,
@@ -45,11 +47,35 @@ from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
 
+@dataclass
+class Refits:
+    """The refits of the candidate points: which, on what features, and their scores so far."""
+
+    pool: list[PathPoint]
+    keeps: list[list[list[int]]]  # per candidate, per party: the features it refits on
+    scores: list[tuple[PathPoint, float]] = field(default_factory=list)
+
+
+@dataclass
+class PathProgress:
+    """How far the path has come: what a checkpoint keeps between the path's stages."""
+
+    dense: dict  # the dense model's best history row
+    dense_selection: list[list[int]]  # per party: its features at that row
+    points: list[PathPoint]  # the points so far, the dense one first
+    unit: float  # the penalty's unit: the dense model's training loss
+    epoch: int  # the first epoch of the next point
+    k: int = 0  # points trained after the dense one
+    slack: float = 0.0  # the choice's tolerance (set once the path ends)
+    refits: Refits | None = None  # set once the path ends
+
+
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
     name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
+    progress: PathProgress | None = None
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -80,20 +106,77 @@ class PathStrategy(VFL):
         if not self.path.enabled:
             super().fit(federation, experiment, result, on_epoch)
             return
-        self.before_training(federation, experiment, result)
-        epoch = self.warm_up(federation, experiment, result, on_epoch)
-        dense = result.best
-        dense_selection = [list(p.chosen()) for p in result.parties]
-        points = [self.point(federation, result, 0, 0.0, dense)]
-        unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
+        # A resumed run (strategies/checkpoint.py) has its progress back and skips what it did.
+        if self.progress is None:
+            if not resuming(self):
+                self.before_training(federation, experiment, result)
+            epoch = self.warm_up(federation, experiment, result, on_epoch)
+            dense = result.best
+            self.progress = PathProgress(
+                dense=dense,
+                dense_selection=[list(p.chosen()) for p in result.parties],
+                points=[self.point(federation, result, 0, 0.0, dense)],
+                unit=max(float(dense.get("train_loss", 1.0)), 1e-3),
+                epoch=epoch,
+            )
+        progress = self.progress
+        if not self.refitting:
+            self.follow_path(federation, experiment, result, on_epoch, progress)
+            points = progress.points
+            progress.slack = slack = tolerance(
+                self.path.tolerance, experiment, max(p.val_metric for p in points)
+            )
+            chosen = choose(points, slack, self.path.max_features)
+            result.extra["path"] = [p.row() for p in points]
+            result.extra["path_choice"] = {"point": chosen.point, "tolerance": slack}
+            log.info(
+                "chosen: path point %d (penalty %.4g): %d features, validation %.4f",
+                chosen.point,
+                chosen.penalty,
+                chosen.kept,
+                chosen.val_metric,
+            )
+            if not self.path.refit:
+                return
+            pool = candidates(points, chosen, slack, self.path)
+            keeps = [self.within_budget(federation, point) for point in pool]
+            progress.refits = Refits(pool, keeps)
+        self.refit_candidates(federation, experiment, result, on_epoch, progress)
+        dense, slack = progress.dense, progress.slack
+        refit_best = result.best
+        if refit_best["val_metric"] < dense["val_metric"] - slack:
+            log.warning(
+                "the refit model (validation %.4f) is worse than the dense model (%.4f) by "
+                "more than the tolerance %.4f: reporting the dense model",
+                refit_best["val_metric"],
+                dense["val_metric"],
+                slack,
+            )
+            result.best_from, result.best_to = 0, dense["epoch"] + 1
+            for p, sel in zip(result.parties, progress.dense_selection, strict=True):
+                p.selected_at_best, p.components = sel, None
+            result.extra["path_choice"]["fallback"] = "dense"
+
+    def follow_path(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        progress: PathProgress,
+    ) -> None:
+        """The path's points after the dense one, from ``progress.k`` on."""
         per_point = self.epochs_per_point(experiment)
-        for k in range(self.path.points):
-            scale = self.path.start * self.path.growth**k * unit
-            with federation.traffic.in_phase("training"):
-                self.set_penalty(federation, scale)
+        for k in range(progress.k, self.path.points):
+            scale = self.path.start * self.path.growth**k * progress.unit
+            if not resuming(self):  # a resumed point has its penalty already
+                with federation.traffic.in_phase("training"):
+                    self.set_penalty(federation, scale)
             self.patience = None
+            epoch = progress.epoch
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + per_point)
-            epoch += per_point
+            progress.epoch, progress.k = epoch + per_point, k + 1
+            points = progress.points
             points.append(self.point(federation, result, k + 1, scale, result.history[-1]))
             log.info(
                 "path point %d: penalty %.4g, validation %.4f, %d features kept",
@@ -104,32 +187,6 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
-        slack = tolerance(self.path.tolerance, experiment, max(p.val_metric for p in points))
-        chosen = choose(points, slack, self.path.max_features)
-        result.extra["path"] = [p.row() for p in points]
-        result.extra["path_choice"] = {"point": chosen.point, "tolerance": slack}
-        log.info(
-            "chosen: path point %d (penalty %.4g): %d features, validation %.4f",
-            chosen.point,
-            chosen.penalty,
-            chosen.kept,
-            chosen.val_metric,
-        )
-        if self.path.refit:
-            self.refit_candidates(federation, experiment, result, on_epoch, points, chosen, slack)
-            refit_best = result.best
-            if refit_best["val_metric"] < dense["val_metric"] - slack:
-                log.warning(
-                    "the refit model (validation %.4f) is worse than the dense model (%.4f) by "
-                    "more than the tolerance %.4f: reporting the dense model",
-                    refit_best["val_metric"],
-                    dense["val_metric"],
-                    slack,
-                )
-                result.best_from, result.best_to = 0, dense["epoch"] + 1
-                for p, sel in zip(result.parties, dense_selection, strict=True):
-                    p.selected_at_best, p.components = sel, None
-                result.extra["path_choice"]["fallback"] = "dense"
 
     def warm_up(
         self,
@@ -226,20 +283,19 @@ class PathStrategy(VFL):
         experiment: Experiment,
         result: RunResult,
         on_epoch: EpochCallback | None,
-        points: list[PathPoint],
-        chosen: PathPoint,
-        slack: float,
+        progress: PathProgress,
     ) -> None:
         """Refit the candidate points (:func:`candidates`) and keep the sparsest refit whose
-        validation score is within ``slack`` of the best refit's (:func:`choose_refit`).
+        validation score is within the slack of the best refit's (:func:`choose_refit`).
 
         Candidates go densest first, so the likely winner, a sparse one, is the last refit and
         its model is the one the parties hold; a winner refit earlier is refit once more.
         """
-        pool = candidates(points, chosen, slack, self.path)
-        keeps = [self.within_budget(federation, point) for point in pool]
-        scores: list[tuple[PathPoint, float]] = []
-        for i, (point, selected) in enumerate(zip(pool, keeps, strict=True)):
+        refits = progress.refits
+        assert refits is not None
+        pool, keeps, scores, slack = refits.pool, refits.keeps, refits.scores, progress.slack
+        for i in range(len(scores), len(pool)):  # a resumed run goes on from its refit
+            point, selected = pool[i], keeps[i]
             self.refit(federation, experiment, result, on_epoch, point, selected)
             scores.append((point, float(result.best["val_metric"])))
             log.info(
@@ -274,6 +330,11 @@ class PathStrategy(VFL):
     ) -> None:
         """Fresh models on ``selected`` features and the chosen point's components, trained
         without penalty from the next epoch on."""
+        if resuming(self):  # a resumed refit has its models and settings back
+            epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
+            epoch = resumed_first(self)
+            self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
+            return
         epoch = len(result.history)
         self.refitting, self.stage = True, "refit"
         # A party that keeps no feature sends nothing, and one whose components are all

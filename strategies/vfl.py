@@ -22,6 +22,7 @@ from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint import LoopState, epoch_done, resumed_first, resumed_loop, resuming
 from .result import PartyReport, RunResult
 from .secure_layer import STEP_OPERATION, make_secure_layer
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
@@ -184,7 +185,8 @@ class VFL(Strategy):
     ) -> None:
         """:meth:`before_training`, then epochs of the step protocol (spec section 3) with
         early stopping on validation."""
-        self.before_training(federation, experiment, result)
+        if not resuming(self):
+            self.before_training(federation, experiment, result)
         epochs = int(self.cfg.training.epochs)
         self.start_reliably(federation, experiment, result, on_epoch, epochs)
 
@@ -204,7 +206,7 @@ class VFL(Strategy):
         (at most ``MAX_RESTARTS`` times; each is logged and recorded). The check rides on the
         epochs' own evaluation: a run that does not stall sends no extra message.
         """
-        first = 0
+        first = resumed_first(self)
         while True:
             self.stall_watch = (first, first + STALL_EPOCHS - 1)
             self.stall_found = False
@@ -266,7 +268,11 @@ class VFL(Strategy):
         k = int(t.local_steps)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
-        for epoch in range(first, stop + 1):
+        start = first
+        resumed = resumed_loop(self, first, stop)  # a resumed run re-enters the loop here
+        if resumed is not None:
+            start, grads, losses = resumed.epoch + 1, resumed.grads, resumed.losses
+        for epoch in range(start, stop + 1):
             last = epoch == stop
             batches = (
                 []
@@ -293,6 +299,8 @@ class VFL(Strategy):
                 with federation.traffic.in_phase("training"):
                     step_losses, grads = self.server_steps(experiment, replies, group)
                 losses += step_losses
+            if epoch < stop:
+                epoch_done(self, result, LoopState(first, stop, epoch, grads, losses))
         return False
 
     def close_epoch(

@@ -1,0 +1,20 @@
+"""Resuming a run: the party loads the state it saved at the server's checkpoint."""
+
+from __future__ import annotations
+
+from vflfs.federation import Payload
+
+from . import state, store
+from .registry import OPERATIONS
+from .session import Session
+
+
+@OPERATIONS.operation("query.resume")
+def resume(session: Session, payload: Payload) -> Payload:
+    """Load the saved state of setup ``nonce`` after ``steps`` gradient steps into
+    ``context.state`` (:mod:`vflfs.client_app.store`); a party holding another refuses, naming
+    what it holds."""
+    steps = int(payload["steps"])
+    store.load_snapshot(session.context, str(payload["nonce"]), steps)
+    state.forget(session.context)  # the next message rebuilds the party from what was loaded
+    return {"steps": steps}

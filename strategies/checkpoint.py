@@ -1,0 +1,331 @@
+"""Checkpoints at epoch boundaries, and resuming a run from the last one.
+
+**When.** The epoch loop (:meth:`~vflfs.strategies.vfl.VFL.run_epochs`) calls
+:func:`epoch_done` once an epoch's steps are done on the server: its last gradients are still
+to go down, with the next epoch's first batches and the evaluation request. The server's state
+at that moment (top model, optimiser, the strategy's attributes, the run's result so far, the
+byte counters, the RNG states, the pending gradients and step losses) is serialised then, and
+written to ``checkpoint.pt`` in the output folder (a temporary file, then a rename) once every
+party has answered that next step: each party writes its own state of the same moment to its
+own disk before answering (:mod:`vflfs.client_app.store`). A checkpoint on disk therefore
+always has the parties' matching states behind it.
+
+**Resuming** (``resume=true``, same output folder): the parties load their saved state
+(``query.resume`` names each one's setup nonce and gradient step), the server restores its
+own, and the strategy re-enters the epoch loop where the checkpoint left it. The same seeds
+give the same steps: a resumed run ends with the history, scores and byte counts of a run
+that was never stopped. The messages of the resume itself (connection, alignment,
+``query.resume``) are reported apart, in ``results.json``'s ``extra.resumed``.
+
+Strategies whose training is the epoch loop resume: ``vfl``, and the path strategies
+(``stg``, ``fedsdg_fs``, ``group_lasso``), with or without their path; a run with
+cross-validation or a secure interactive layer, and the strategies with phases of their own
+(filters, LESS-VFL), write no checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import random
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from flwr.app import RecordDict
+from omegaconf import DictConfig, OmegaConf
+
+from vflfs.federation import DOWN, Federation
+from vflfs.federation.payload import CONFIG, decode_error
+from vflfs.runtime.output_folder import OutputFolderError, differences
+from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
+from vflfs.server_app.experiment import Experiment
+
+from .result import RunResult
+from .strategy import EpochCallback, Strategy
+
+log = logging.getLogger("vflfs")
+
+FAIL_AFTER = "VFLFS_FAIL_AFTER_CHECKPOINT"  # tests: stop the run after this epoch's checkpoint
+FORMAT = 1
+SETUP = "query.setup"
+STEP = "train.step"
+RESUME = "query.resume"
+TRAFFIC = ("bytes", "messages", "seconds", "round_trips")  # the byte counters' fields
+# Strategy attributes a checkpoint leaves out: the configuration (the run's own) and what is
+# rebuilt on resume (the server model, the secure layer, the checkpoints themselves).
+NOT_SAVED = frozenset({"cfg", "server", "secure", "checkpoints"})
+
+
+class StoppedAfterCheckpoint(RuntimeError):
+    """The run stopped after a checkpoint because ``VFLFS_FAIL_AFTER_CHECKPOINT`` asked it to."""
+
+
+@dataclass
+class LoopState:
+    """Where the epoch loop stands: in ``run_epochs(first, stop)``, epoch ``epoch``'s steps
+    are done; ``grads`` (per party) and the epoch's step ``losses`` are pending."""
+
+    first: int
+    stop: int
+    epoch: int
+    grads: list[list[np.ndarray]]
+    losses: list[float]
+
+
+def unsupported(strategy: Strategy, cfg: DictConfig) -> str | None:
+    """Why ``strategy`` cannot resume under ``cfg`` (None: it can)."""
+    from .path import PathStrategy
+    from .vfl import VFL
+
+    if int(cfg.cv.folds) > 1:
+        return "cross-validation runs write no checkpoint"
+    if str(cfg.strategy.get("secure") or "none") != "none":
+        return "the secure interactive layer's state is not checkpointed"
+    fit = type(strategy).fit
+    path_fit = isinstance(strategy, PathStrategy) and strategy.path.enabled
+    if fit not in (VFL.fit, PathStrategy.fit) and not path_fit:
+        return f"strategy {strategy.name!r} trains in phases of its own"
+    return None
+
+
+class Checkpoints:
+    """The checkpoints of one run in its output folder."""
+
+    def __init__(self, out_dir: Path, cfg: DictConfig, federation: Federation) -> None:
+        self.path = Path(out_dir) / CHECKPOINT
+        self.cfg = cfg
+        self.federation = federation
+        n = federation.num_parties
+        self.nonces = [""] * n  # each party's setup nonce
+        self.steps = [0] * n  # gradient steps each party has been sent since its setup
+        self.saved: dict | None = None  # the checkpoint a resumed run starts from
+        self.loop: LoopState | None = None  # the loop position a resumed run re-enters
+        self._pending: tuple[int, bytes] | None = None
+        self._waiting: set[int] = set()
+        federation.observers.append(self._observe)
+
+    # -- writing --------------------------------------------------------------------------
+    def snapshot(self, strategy: Strategy, result: RunResult, loop: LoopState) -> None:
+        """Serialise the server's state now; it is written once the parties have saved theirs."""
+        server = strategy.server  # type: ignore[attr-defined]
+        traffic = self.federation.traffic
+        state = {
+            "format": FORMAT,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "loop": loop,
+            "strategy": {k: v for k, v in vars(strategy).items() if k not in NOT_SAVED},
+            "server": {
+                "model": server.model.state_dict(),
+                "optimizer": server.optimizer.state_dict(),
+                "optimizer_spec": server.optimizer_spec,
+                "prox_tau": server.prox_tau,
+            },
+            "result": result,
+            "traffic": {name: dict(getattr(traffic, name)) for name in TRAFFIC},
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
+            "parties": {"nonces": list(self.nonces), "steps": list(self.steps)},
+        }
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        self._pending = (loop.epoch, buf.getvalue())
+        self._waiting = set(range(len(self.nonces)))
+
+    def _observe(self, direction: str, party: int, operation: str, content: RecordDict) -> None:
+        """Count each party's gradient steps and setups; commit a pending checkpoint when
+        every party has answered the step that made it save its state."""
+        if direction == DOWN:
+            config = content.get(CONFIG, {})
+            if operation == SETUP:
+                self.nonces[party], self.steps[party] = str(config["nonce"]), 0
+            elif operation == STEP:
+                self.steps[party] += int(config.get("grads#len", 0))
+            return
+        if operation != STEP or self._pending is None or party not in self._waiting:
+            return
+        if decode_error(content) is not None:
+            self._pending = None  # the party failed: its state may not be saved
+            return
+        self._waiting.discard(party)
+        if not self._waiting:
+            self._commit()
+
+    def _commit(self) -> None:
+        assert self._pending is not None
+        epoch, data = self._pending
+        self._pending = None
+        write_atomic_bytes(self.path, data)
+        log.debug("checkpoint after epoch %d -> %s", epoch, self.path)
+        if os.environ.get(FAIL_AFTER, "") == str(epoch):
+            raise StoppedAfterCheckpoint(
+                f"stopped after the checkpoint of epoch {epoch} ({FAIL_AFTER}={epoch})"
+            )
+
+    def finished(self) -> None:
+        """The run completed: its checkpoint and the parties' state folder (local engine,
+        simulation) are of no more use."""
+        self.path.unlink(missing_ok=True)
+        shutil.rmtree(self.path.parent / PARTY_STATE, ignore_errors=True)
+
+    # -- resuming ---------------------------------------------------------------------------
+    def restore(self, strategy: Strategy, experiment: Experiment) -> RunResult:
+        """The parties and the server back at the checkpoint; returns the result so far."""
+        state = self.saved
+        assert state is not None
+        loop: LoopState = state["loop"]
+        for key, value in state["strategy"].items():
+            setattr(strategy, key, value)
+        self.nonces, self.steps = state["parties"]["nonces"], state["parties"]["steps"]
+        log.info("resuming after epoch %d from %s", loop.epoch, self.path)
+        traffic = self.federation.traffic
+        with traffic.in_phase("resume"):
+            self.federation.send(
+                RESUME,
+                {
+                    m: {"nonce": nonce, "steps": steps}
+                    for m, (nonce, steps) in enumerate(zip(self.nonces, self.steps, strict=True))
+                },
+            )
+        # The resume's own messages (connection, alignment, query.resume) are reported apart;
+        # the counters go on from the checkpoint's, as if the run had never stopped.
+        extra = {"after_epoch": loop.epoch, "bytes": traffic.total_bytes()}
+        for name in TRAFFIC:
+            kind = float if name == "seconds" else int
+            setattr(traffic, name, defaultdict(kind, state["traffic"][name]))
+        strategy.server = _server_model(strategy, experiment, state["server"])  # type: ignore[attr-defined]
+        strategy.secure = None  # type: ignore[attr-defined]
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
+        result: RunResult = state["result"]
+        result.extra.setdefault("resumed", []).append(extra)
+        self.loop = loop
+        return result
+
+
+def _server_model(strategy: Strategy, experiment: Experiment, saved: dict):
+    """The strategy's top model as the checkpoint holds it (a refit's is plain VFL's)."""
+    from .vfl import VFL
+
+    if getattr(strategy, "refitting", False):
+        server = VFL.make_server_model(strategy, experiment)  # type: ignore[arg-type]
+    else:
+        server = strategy.make_server_model(experiment)  # type: ignore[attr-defined]
+    server.model.load_state_dict(saved["model"])
+    server.reset_optimizer(saved["optimizer_spec"])
+    server.optimizer.load_state_dict(saved["optimizer"])
+    server.prox_tau = saved["prox_tau"]
+    return server
+
+
+def open_checkpoints(
+    out_dir: Path, cfg: DictConfig, strategy: Strategy, federation: Federation
+) -> Checkpoints | None:
+    """The run's checkpoints, loaded when ``resume=true`` finds one; None when the strategy
+    cannot resume.
+
+    A checkpoint left by an unfinished run is never silently replaced: without ``resume=true``
+    or ``rerun=true`` the run is refused with a message naming both.
+    """
+    reason = unsupported(strategy, cfg)
+    path = Path(out_dir) / CHECKPOINT
+    if reason is not None:
+        if cfg.get("resume"):
+            log.warning("resume=true, but this run cannot resume: %s", reason)
+        return None
+    checkpoints = Checkpoints(out_dir, cfg, federation)
+    if not path.exists():
+        if cfg.get("resume"):
+            log.info("resume=true: no checkpoint in %s, starting from the beginning", out_dir)
+        return checkpoints
+    if cfg.get("rerun") and not cfg.get("resume"):
+        path.unlink()
+        return checkpoints
+    saved = torch.load(path, weights_only=False)
+    new = OmegaConf.to_container(cfg, resolve=True)
+    changed = differences(saved["config"], new)  # type: ignore[arg-type]
+    if changed:
+        raise OutputFolderError(
+            f"{out_dir} holds an unfinished run of another configuration (checkpointed after "
+            f"epoch {saved['loop'].epoch}; {', '.join(changed[:5])} differ); fix: rerun=true "
+            "to replace it, or choose another output folder"
+        )
+    if not cfg.get("resume"):
+        raise OutputFolderError(
+            f"{out_dir} holds an unfinished run of this configuration, checkpointed after epoch "
+            f"{saved['loop'].epoch}; fix: resume=true to continue it, or rerun=true to start "
+            "afresh"
+        )
+    checkpoints.saved = saved
+    return checkpoints
+
+
+def run_strategy(
+    strategy: Strategy,
+    federation: Federation,
+    experiment: Experiment,
+    checkpoints: Checkpoints | None,
+    on_epoch: EpochCallback | None,
+) -> RunResult:
+    """:meth:`Strategy.start`, or, from a checkpoint, the rest of the run."""
+    strategy.checkpoints = checkpoints  # type: ignore[attr-defined]
+    if checkpoints is None or checkpoints.saved is None:
+        return strategy.start(federation, experiment, on_epoch=on_epoch)
+    result = checkpoints.restore(strategy, experiment)
+    strategy.fit(federation, experiment, result, on_epoch)
+    with federation.traffic.in_phase("summary"):
+        strategy.finish(federation, experiment, result)
+    strategy.summary(result)
+    return result
+
+
+# -- the epoch loop's hooks -----------------------------------------------------------------
+def _of(strategy: Strategy) -> Checkpoints | None:
+    return getattr(strategy, "checkpoints", None)
+
+
+def resuming(strategy: Strategy) -> bool:
+    """Whether a resumed run has yet to re-enter its epoch loop (skip what came before it)."""
+    checkpoints = _of(strategy)
+    return checkpoints is not None and checkpoints.loop is not None
+
+
+def resumed_first(strategy: Strategy) -> int:
+    """The first epoch of the epoch loop a resumed run re-enters (0 for a fresh run)."""
+    checkpoints = _of(strategy)
+    return checkpoints.loop.first if checkpoints is not None and checkpoints.loop else 0
+
+
+def resumed_loop(strategy: Strategy, first: int, stop: int) -> LoopState | None:
+    """The loop state to re-enter ``run_epochs(first, stop)`` with, once, when resuming."""
+    checkpoints = _of(strategy)
+    if checkpoints is None or checkpoints.loop is None:
+        return None
+    loop, checkpoints.loop = checkpoints.loop, None
+    if (loop.first, loop.stop) != (first, stop):
+        raise RuntimeError(
+            f"the resumed run re-entered epochs {first}..{stop - 1}, but its checkpoint is of "
+            f"epochs {loop.first}..{loop.stop - 1}; fix: rerun=true"
+        )
+    return loop
+
+
+def epoch_done(
+    strategy: Strategy,
+    result: RunResult,
+    loop: LoopState,
+) -> None:
+    """Epoch ``loop.epoch``'s steps are done on the server: checkpoint (if the run keeps
+    checkpoints)."""
+    checkpoints = _of(strategy)
+    if checkpoints is not None:
+        checkpoints.snapshot(strategy, result, loop)

@@ -1,0 +1,139 @@
+"""Checkpoints and resume=true: a run stopped after an epoch's checkpoint and resumed ends as
+the run that was never stopped (history, scores, selection, byte counts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vflfs.federation import PartyError
+from vflfs.runtime.cli import run_job
+from vflfs.runtime.output_folder import OutputFolderError
+from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
+from vflfs.strategies.checkpoint import FAIL_AFTER, StoppedAfterCheckpoint
+
+from helpers import tiny_config
+
+VFL = "strategy=vfl training.epochs=6 training.patience=null"
+# A short path: 3 warm-up epochs at most, 3 points of 4 epochs, a refit of 3 epochs; the
+# penalty starts high enough for the refit to keep a few of the 40 features.
+STG = (
+    "strategy=stg training.epochs=6 strategy.path.warmup_max_epochs=3 strategy.path.start=2 "
+    "strategy.path.points=3 strategy.path.steps_per_point=20 strategy.path.refit_max_epochs=3"
+)
+LASSO = STG.replace("strategy=stg", "strategy=group_lasso")
+
+
+def stopped_run(cfg, out_dir, epoch: int, monkeypatch) -> None:
+    """Run ``cfg`` until the checkpoint of ``epoch``, where it stops as if killed."""
+    monkeypatch.setenv(FAIL_AFTER, str(epoch))
+    with pytest.raises(StoppedAfterCheckpoint):
+        run_job(cfg, out_dir)
+    monkeypatch.delenv(FAIL_AFTER)
+    assert (out_dir / CHECKPOINT).exists() and not (out_dir / RESULTS).exists()
+
+
+def same_run(resumed: dict, reference: dict) -> None:
+    """Everything but wall times and the resume's own record is the same."""
+    for key in ("test_metric", "val_metric", "best_epoch", "epochs_run", "selection"):
+        assert resumed[key] == reference[key], key
+    assert resumed["step_losses"] == reference["step_losses"]
+    assert resumed["parties"] == reference["parties"]
+    assert resumed.get("path") == reference.get("path")
+    a, b = resumed["communication"], reference["communication"]
+    assert (a["bytes_up"], a["bytes_down"]) == (b["bytes_up"], b["bytes_down"])
+    for phase, counts in b["phases"].items():
+        assert {k: v for k, v in a["phases"][phase].items() if k != "wall_s"} == {
+            k: v for k, v in counts.items() if k != "wall_s"
+        }, phase
+
+
+def history(out_dir) -> list[list[str]]:
+    """history.csv's rows without the wall-time column."""
+    lines = [line.split(",") for line in (out_dir / HISTORY).read_text().splitlines()]
+    drop = lines[0].index("wall_s")
+    return [row[:drop] + row[drop + 1 :] for row in lines]
+
+
+def test_vfl_resumes_to_the_same_run(tmp_path, monkeypatch):
+    cfg = tiny_config(VFL)
+    reference = run_job(cfg, tmp_path / "ref")
+    assert not (tmp_path / "ref" / CHECKPOINT).exists()  # removed once the run completed
+    assert not (tmp_path / "ref" / PARTY_STATE).exists()
+
+    out = tmp_path / "run"
+    stopped_run(cfg, out, 2, monkeypatch)
+    # Without resume=true the unfinished run is not replaced silently.
+    with pytest.raises(OutputFolderError, match=r"after epoch 2.*resume=true.*rerun=true"):
+        run_job(cfg, out)
+    # Another configuration cannot continue it.
+    with pytest.raises(OutputFolderError, match=r"another configuration.*training\.lr"):
+        run_job(tiny_config(f"{VFL} training.lr=0.02 resume=true"), out)
+    resumed = run_job(tiny_config(f"{VFL} resume=true"), out)
+    same_run(resumed, reference)
+    assert history(out) == history(tmp_path / "ref")
+    assert [r["after_epoch"] for r in resumed["extra"]["resumed"]] == [2]
+    assert not (out / CHECKPOINT).exists()
+    assert json.loads((out / RESULTS).read_text())["status"] == "completed"
+
+
+def test_resume_without_checkpoint_starts_afresh(tmp_path):
+    summary = run_job(tiny_config(f"{VFL} training.epochs=2 resume=true"), tmp_path)
+    assert summary["epochs_run"] == 2 and "resumed" not in summary["extra"]
+
+
+@pytest.fixture(scope="module")
+def stg_reference(tmp_path_factory) -> tuple[dict, object]:
+    out = tmp_path_factory.mktemp("stg") / "ref"
+    return run_job(tiny_config(STG), out), out
+
+
+@pytest.mark.parametrize("stage", ["warmup", "path", "refit"])
+def test_stg_path_resumes_in_every_stage(tmp_path, monkeypatch, stg_reference, stage):
+    reference, ref_dir = stg_reference
+    assert reference["selection"]["selected_features"] < 40  # the refit keeps fewer
+    epochs = [r["epoch"] for r in reference_history(ref_dir) if r["stage"] == stage]
+    out = tmp_path / "run"
+    # Mid-stage: in the path, after the first point (its points so far, its penalty).
+    stopped_run(tiny_config(STG), out, epochs[len(epochs) // 2], monkeypatch)
+    resumed = run_job(tiny_config(f"{STG} resume=true"), out)
+    same_run(resumed, reference)
+    assert history(out) == history(ref_dir)
+
+
+def test_group_lasso_resumes_on_its_path(tmp_path, monkeypatch):
+    cfg = tiny_config(LASSO)
+    reference = run_job(cfg, tmp_path / "ref")
+    path = [r["epoch"] for r in reference_history(tmp_path / "ref") if r["stage"] == "path"]
+    out = tmp_path / "run"
+    stopped_run(cfg, out, path[len(path) // 2], monkeypatch)
+    same_run(run_job(tiny_config(f"{LASSO} resume=true"), out), reference)
+    assert history(out) == history(tmp_path / "ref")
+
+
+def reference_history(out_dir) -> list[dict]:
+    lines = (out_dir / HISTORY).read_text().splitlines()
+    keys = lines[0].split(",")
+    rows = [dict(zip(keys, line.split(","), strict=True)) for line in lines[1:]]
+    return [{**r, "epoch": int(r["epoch"])} for r in rows]
+
+
+def test_party_refuses_a_state_of_another_run_or_step(tmp_path, monkeypatch):
+    cfg = tiny_config(f"{VFL} training.epochs=4")
+    out = tmp_path / "run"
+    stopped_run(cfg, out, 1, monkeypatch)
+    folder = out / PARTY_STATE / "party-1"
+    # The party keeps its states of epochs 0 and 1; the checkpoint is of epoch 1's.
+    newest, older = sorted(folder.glob("*.state"), key=lambda p: p.stat().st_mtime_ns)[::-1]
+    resume = tiny_config(f"{VFL} training.epochs=4 resume=true")
+
+    aside = newest.rename(tmp_path / newest.name)
+    with pytest.raises(PartyError, match=r"party 1 .*older \(steps \d+\).*at step \d+"):
+        run_job(resume, out)
+    foreign = older.rename(folder / f"{'0' * 32}-{older.name.rsplit('-', 1)[1]}")
+    with pytest.raises(PartyError, match=r"party 1 .*belongs to another run.*rerun=true"):
+        run_job(resume, out)
+    foreign.rename(older)
+    aside.rename(newest)
+    assert run_job(resume, out)["epochs_run"] == 4
