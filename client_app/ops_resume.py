@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from vflfs.federation import Payload
 
 from . import state, store
 from .registry import OPERATIONS
 from .session import Session
+
+log = logging.getLogger("vflfs")
 
 
 @OPERATIONS.operation("query.resume")
@@ -17,4 +21,10 @@ def resume(session: Session, payload: Payload) -> Payload:
     steps = int(payload["steps"])
     store.load_snapshot(session.context, str(payload["nonce"]), steps)
     state.forget(session.context)  # the next message rebuilds the party from what was loaded
+    log.info(
+        "party %d: resuming after epoch %s at step %d",
+        session.partition_id,
+        payload["epoch"],
+        steps,
+    )
     return {"steps": steps}

@@ -190,7 +190,7 @@ class Checkpoints:
             self.federation.send(
                 RESUME,
                 {
-                    m: {"nonce": nonce, "steps": steps}
+                    m: {"nonce": nonce, "steps": steps, "epoch": loop.epoch}
                     for m, (nonce, steps) in enumerate(zip(self.nonces, self.steps, strict=True))
                 },
             )
@@ -250,7 +250,7 @@ def open_checkpoints(
     if cfg.get("rerun") and not cfg.get("resume"):
         path.unlink()
         return checkpoints
-    saved = torch.load(path, weights_only=False)
+    saved = torch.load(path, map_location="cpu", weights_only=False)  # the run's own file
     new = OmegaConf.to_container(cfg, resolve=True)
     changed = differences(saved["config"], new)  # type: ignore[arg-type]
     if changed:

@@ -59,8 +59,10 @@ def test_completed_runs_are_told_apart_by_configuration(tmp_path):
     assert holds_same_run(tmp_path, cfg) is False  # nothing there yet
     run_local(cfg, tmp_path)
     assert holds_same_run(tmp_path, cfg) is True
-    # rerun, output_dir and engine do not change what a run computes.
-    assert holds_same_run(tmp_path, tiny_config("training.epochs=1 rerun=true engine=simulation"))
+    # rerun, resume, output_dir and engine do not change what a run computes.
+    assert holds_same_run(
+        tmp_path, tiny_config("training.epochs=1 rerun=true resume=true engine=simulation")
+    )
     with pytest.raises(OutputFolderError, match=r"training\.epochs differ.*rerun=true"):
         holds_same_run(tmp_path, tiny_config("training.epochs=2"))
 

@@ -11,6 +11,7 @@ from vflfs.federation import PartyError
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
+from vflfs.runtime.simulation import RunFailed
 from vflfs.strategies.checkpoint import FAIL_AFTER, StoppedAfterCheckpoint
 
 from helpers import tiny_config
@@ -137,3 +138,19 @@ def test_party_refuses_a_state_of_another_run_or_step(tmp_path, monkeypatch):
     foreign.rename(older)
     aside.rename(newest)
     assert run_job(resume, out)["epochs_run"] == 4
+
+
+@pytest.mark.heavy  # two runs in Flower's simulation engine (Ray)
+def test_simulation_resumes_to_the_same_run(tmp_path, monkeypatch):
+    """The parties, Ray actors, save their state under the run's party-state folder."""
+    reference = run_job(tiny_config(VFL), tmp_path / "ref")
+    out = tmp_path / "run"
+    monkeypatch.setenv(FAIL_AFTER, "3")
+    with pytest.raises(RunFailed, match="StoppedAfterCheckpoint"):
+        run_job(tiny_config(f"{VFL} engine=simulation"), out)
+    monkeypatch.delenv(FAIL_AFTER)
+    # Each party keeps its last two states: of epochs 2 and 3.
+    assert len(list((out / PARTY_STATE).glob("party-*/*.state"))) == 2 * len(reference["parties"])
+    resumed = run_job(tiny_config(f"{VFL} engine=simulation resume=true"), out)
+    same_run(resumed, reference)
+    assert history(out) == history(tmp_path / "ref")
