@@ -16,7 +16,7 @@ from vflfs.federation import Federation, Observer
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
 from vflfs.strategies import RunResult, Strategy, make_strategy
-from vflfs.strategies.checkpoint import open_checkpoints, run_strategy
+from vflfs.strategies.checkpoint import completed, open_checkpoints, run_strategy
 
 from .alignment import align_samples
 from .cross_validation import cross_validate
@@ -84,13 +84,13 @@ def run_experiment(
             with federation.traffic.in_phase("align"):
                 experiment = align_samples(federation, experiment)
         if int(cfg.cv.folds) > 1:
-            return cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
-        result = run_strategy(strategy, federation, experiment, checkpoints, _log_epoch)
-        summary = summarize(cfg, experiment, federation, result, time.perf_counter() - start)
-        files.write_history(out_dir, result.history)
-        files.write_results(out_dir, summary)
-        if checkpoints is not None:
-            checkpoints.finished()
+            summary = cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
+        else:
+            result = run_strategy(strategy, federation, experiment, checkpoints, _log_epoch)
+            summary = summarize(cfg, experiment, federation, result, time.perf_counter() - start)
+            files.write_history(out_dir, result.history)
+            files.write_results(out_dir, summary)
+        completed(out_dir)  # its checkpoint and the parties' saved states are of no more use
         return summary
     except BaseException as error:
         files.write_error(out_dir, error)

@@ -169,12 +169,6 @@ class Checkpoints:
                 f"stopped after the checkpoint of epoch {epoch} ({FAIL_AFTER}={epoch})"
             )
 
-    def finished(self) -> None:
-        """The run completed: its checkpoint and the parties' state folder (local engine,
-        simulation) are of no more use."""
-        self.path.unlink(missing_ok=True)
-        shutil.rmtree(self.path.parent / PARTY_STATE, ignore_errors=True)
-
     # -- resuming ---------------------------------------------------------------------------
     def restore(self, strategy: Strategy, experiment: Experiment) -> RunResult:
         """The parties and the server back at the checkpoint; returns the result so far."""
@@ -210,6 +204,13 @@ class Checkpoints:
         result.extra.setdefault("resumed", []).append(extra)
         self.loop = loop
         return result
+
+
+def completed(out_dir: Path) -> None:
+    """The run in ``out_dir`` completed: remove its checkpoint and the parties' state folder
+    (engine=local and simulation; in deployment each party keeps its last two states)."""
+    (Path(out_dir) / CHECKPOINT).unlink(missing_ok=True)
+    shutil.rmtree(Path(out_dir) / PARTY_STATE, ignore_errors=True)
 
 
 def _server_model(strategy: Strategy, experiment: Experiment, saved: dict):
@@ -250,7 +251,7 @@ def open_checkpoints(
     if cfg.get("rerun") and not cfg.get("resume"):
         path.unlink()
         return checkpoints
-    saved = torch.load(path, map_location="cpu", weights_only=False)  # the run's own file
+    saved = _load(path)
     new = OmegaConf.to_container(cfg, resolve=True)
     changed = differences(saved["config"], new)  # type: ignore[arg-type]
     if changed:
@@ -267,6 +268,22 @@ def open_checkpoints(
         )
     checkpoints.saved = saved
     return checkpoints
+
+
+def _load(path: Path) -> dict:
+    """The checkpoint at ``path`` (the run's own file), or an error naming the fix."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same advice
+        raise OutputFolderError(
+            f"{path} cannot be read ({type(error).__name__}: {error}); fix: rerun=true to "
+            "start afresh"
+        ) from error
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise OutputFolderError(
+            f"{path} was written by another vflfs version; fix: rerun=true to start afresh"
+        )
+    return saved
 
 
 def run_strategy(

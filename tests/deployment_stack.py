@@ -55,7 +55,11 @@ def start_deployment(workdir: Path, files: dict) -> Iterator[FlowerStack]:
         stack.start_superlink()
         stack.start_supernodes(
             PARTIES,
-            node_configs=[{"data-path": p["path"], "id-column": "id"} for p in files["parties"]],
+            node_configs=[
+                # Each party's own file, and its own folder for the state a run resumes from.
+                {"data-path": p["path"], "id-column": "id", "state-dir": str(workdir / "state")}
+                for p in files["parties"]
+            ],
         )
         yield stack
     finally:

@@ -4,16 +4,21 @@ the run that was never stopped (history, scores, selection, byte counts)."""
 from __future__ import annotations
 
 import json
+import time
 
+import numpy as np
 import pytest
 
 from vflfs.federation import PartyError
 from vflfs.runtime.cli import run_job
+from vflfs.runtime.config import compose_config
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
 from vflfs.runtime.simulation import RunFailed
 from vflfs.strategies.checkpoint import FAIL_AFTER, StoppedAfterCheckpoint
 
+from deployment_stack import TINY, run_config
+from flower_procs import REPO, ProcessTag, run_process, tool
 from helpers import tiny_config
 
 VFL = "strategy=vfl training.epochs=6 training.patience=null"
@@ -113,6 +118,20 @@ def test_group_lasso_resumes_on_its_path(tmp_path, monkeypatch):
     assert history(out) == history(tmp_path / "ref")
 
 
+def test_fedsdg_fs_resumes_after_its_gini_phase(tmp_path, monkeypatch):
+    """Embedding gates at fixed lambdas; the secure Gini phase before training is not run
+    again (its traffic comes back from the checkpoint)."""
+    options = (
+        "strategy=fedsdg_fs strategy.gini.key_bits=512 strategy.path.enabled=false "
+        "training.epochs=4 training.patience=null"
+    )
+    reference = run_job(tiny_config(options), tmp_path / "ref")
+    out = tmp_path / "run"
+    stopped_run(tiny_config(options), out, 1, monkeypatch)
+    same_run(run_job(tiny_config(f"{options} resume=true"), out), reference)
+    assert reference["communication"]["phases"]["gini"]["round_trips"] >= 3
+
+
 def reference_history(out_dir) -> list[dict]:
     lines = (out_dir / HISTORY).read_text().splitlines()
     keys = lines[0].split(",")
@@ -154,3 +173,65 @@ def test_simulation_resumes_to_the_same_run(tmp_path, monkeypatch):
     resumed = run_job(tiny_config(f"{VFL} engine=simulation resume=true"), out)
     same_run(resumed, reference)
     assert history(out) == history(tmp_path / "ref")
+
+
+@pytest.mark.heavy  # two runs on the deployment stack, seconds per round-trip
+def test_deployment_resumes_a_stopped_run(deployment, party_files, tmp_path):
+    """The parties' SuperNodes name their state folders (node config state-dir); the run is
+    stopped (``flwr stop``) after its first checkpoint and resumed by a new ``flwr run``."""
+    extra = "training.epochs=4"  # one round-trip per epoch (TINY's local_steps)
+    out = tmp_path / "out"
+    config = run_config(party_files, out, extra)
+    run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)
+    assert run.run_id is not None, run.output
+    deadline = time.monotonic() + 300
+    while not (out / CHECKPOINT).exists():
+        assert time.monotonic() < deadline, deployment.run_status(run.run_id)
+        time.sleep(0.2)
+    deployment.flwr("stop", str(run.run_id), deployment.connection)
+    status = deployment.wait_run_finished(run.run_id, timeout=120)
+    assert status["status"] == "finished:stopped", status
+    time.sleep(5)  # the stopped ServerApp's process ends
+    assert not (out / RESULTS).exists()
+
+    config = run_config(party_files, out, f"{extra} resume=true")
+    resumed = deployment.run_app(".", run_config=config, cwd=REPO)
+    status = deployment.run_status(resumed.run_id)
+    assert status["status"] == "finished:completed", (status, resumed.output)
+    results = json.loads((out / RESULTS).read_text())
+    assert len(results["extra"]["resumed"]) == 1 and results["epochs_run"] == 4
+    # The same training as the in-process run of the original dataset, never stopped.
+    local = run_job(compose_config(f"{TINY} {extra}"), tmp_path / "local")
+    np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
+    assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
+    assert results["communication"]["phases"]["training"] == {
+        **local["communication"]["phases"]["training"],
+        "wall_s": results["communication"]["phases"]["training"]["wall_s"],
+    }
+
+
+def test_a_sweep_resumes_its_stopped_jobs(tmp_path):
+    """``vflfs-run -m``: jobs killed after a checkpoint; the same command is refused naming
+    resume=true, and with it continues each job in its own folder."""
+    tag = ProcessTag()
+    sweep = tmp_path / "sweep"
+    args = [
+        tool("vflfs-run"), "-m", "seed=0,1", "dataset.params.n_samples=600",
+        "dataset.params.n_features=40", "device=cpu", "training.epochs=3",
+        "training.patience=null", f"output_dir={sweep}",
+    ]  # fmt: skip
+    first = run_process(args, env=tag.env(**{FAIL_AFTER: "1"}), cwd=tmp_path)
+    jobs = sorted(sweep.iterdir())
+    assert first.returncode != 0 and len(jobs) == 2, first.stdout + first.stderr
+    assert all((job / CHECKPOINT).exists() for job in jobs)
+    again = run_process(args, env=tag.env(), cwd=tmp_path)
+    assert again.returncode == 1
+    assert "checkpointed after epoch 1; fix: resume=true" in again.stdout + again.stderr
+    resumed = run_process([*args, "resume=true"], env=tag.env(), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert sorted(sweep.iterdir()) == jobs  # resume=true names no folder
+    for job in jobs:
+        results = json.loads((job / RESULTS).read_text())
+        assert [r["after_epoch"] for r in results["extra"]["resumed"]] == [1]
+        assert results["epochs_run"] == 3 and not (job / CHECKPOINT).exists()
+    assert not tag.wait_gone(20.0)
