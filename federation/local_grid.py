@@ -3,7 +3,8 @@
 Every message is serialised to protobuf and back, as on the wire, and each party keeps its own
 ``Context`` whose state is also round-tripped through protobuf after every message, as the
 deployment engine does. ``vflfs-run``'s default engine (``engine=local``) and the fast protocol
-tests run on it; Flower's engines run the same ServerApp logic and ClientApp.
+tests run on it; Flower's engines run the same ServerApp logic and ClientApp. ``run_config`` is
+what every party's ``context.run_config`` holds (``vflfs-run`` names the parties' state folder).
 """
 
 from __future__ import annotations

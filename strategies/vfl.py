@@ -263,6 +263,8 @@ class VFL(Strategy):
         evaluation request travel with epoch e+1's first batches, so an epoch costs
         ceil(steps / K) round-trips, plus one at the very end (after which no gradient is
         pending, so a strategy may do something else and call this again from ``stop``).
+        Once an epoch's steps are done the run may checkpoint, and a resumed run re-enters the
+        loop there (:mod:`vflfs.strategies.checkpoint`).
         """
         t = self.cfg.training
         k = int(t.local_steps)
