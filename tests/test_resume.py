@@ -47,6 +47,7 @@ def same_run(resumed: dict, reference: dict) -> None:
     assert resumed["step_losses"] == reference["step_losses"]
     assert resumed["parties"] == reference["parties"]
     assert resumed.get("path") == reference.get("path")
+    assert resumed["extra"].get("path_choice") == reference["extra"].get("path_choice")
     a, b = resumed["communication"], reference["communication"]
     assert (a["bytes_up"], a["bytes_down"]) == (b["bytes_up"], b["bytes_down"])
     for phase, counts in b["phases"].items():
@@ -95,14 +96,19 @@ def stg_reference(tmp_path_factory) -> tuple[dict, object]:
     return run_job(tiny_config(STG), out), out
 
 
-@pytest.mark.parametrize("stage", ["warmup", "path", "refit"])
-def test_stg_path_resumes_in_every_stage(tmp_path, monkeypatch, stg_reference, stage):
+# Where the run stops: the stage and which of its epochs. Mid-path: after the first point (its
+# points so far, its penalty); in the refits: the first's, then the second's (one score kept).
+STOPS = [("warmup", 1), ("path", 5), ("refit", 1), ("refit", 3)]
+
+
+@pytest.mark.parametrize(("stage", "index"), STOPS)
+def test_stg_path_resumes_in_every_stage(tmp_path, monkeypatch, stg_reference, stage, index):
     reference, ref_dir = stg_reference
-    assert reference["selection"]["selected_features"] < 40  # the refit keeps fewer
+    assert reference["selection"]["selected_features"] < 40  # the refits keep fewer
+    assert len(reference["extra"]["path_choice"]["refits"]) == 2
     epochs = [r["epoch"] for r in reference_history(ref_dir) if r["stage"] == stage]
     out = tmp_path / "run"
-    # Mid-stage: in the path, after the first point (its points so far, its penalty).
-    stopped_run(tiny_config(STG), out, epochs[len(epochs) // 2], monkeypatch)
+    stopped_run(tiny_config(STG), out, epochs[index], monkeypatch)
     resumed = run_job(tiny_config(f"{STG} resume=true"), out)
     same_run(resumed, reference)
     assert history(out) == history(ref_dir)
