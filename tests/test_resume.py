@@ -85,6 +85,20 @@ def test_vfl_resumes_to_the_same_run(tmp_path, monkeypatch):
     assert json.loads((out / RESULTS).read_text())["status"] == "completed"
 
 
+def test_a_run_that_restarted_resumes_its_watched_epochs(tmp_path, monkeypatch):
+    """A learning rate too small to leave the uniform prediction: restarts at epochs 3 and 6.
+    Stopped at epoch 4, the resumed run watches epochs 3-5 and restarts at 6 again."""
+    options = f"{VFL} training.epochs=8 training.lr=1e-9"
+    reference = run_job(tiny_config(options), tmp_path / "ref")
+    assert [r["epoch"] for r in reference["extra"]["restarts"]] == [3, 6]
+    out = tmp_path / "run"
+    stopped_run(tiny_config(options), out, 4, monkeypatch)
+    resumed = run_job(tiny_config(f"{options} resume=true"), out)
+    same_run(resumed, reference)
+    assert resumed["extra"]["restarts"] == reference["extra"]["restarts"]
+    assert history(out) == history(tmp_path / "ref")
+
+
 def test_resume_without_checkpoint_starts_afresh(tmp_path):
     summary = run_job(tiny_config(f"{VFL} training.epochs=2 resume=true"), tmp_path)
     assert summary["epochs_run"] == 2 and "resumed" not in summary["extra"]
