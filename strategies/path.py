@@ -5,20 +5,22 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 
 1. **Dense warm-up.** The penalty stays at zero until the dense model's validation score stops
    improving (``path.warmup_patience`` epochs), so nothing closes before the loss has moved.
-2. **Path.** The penalty grows geometrically, ``start * growth^k`` in units of the dense
-   model's training loss (so one setting serves 2 or 26 classes; the gates' mean-reduced
-   regulariser makes it independent of the column count). Each point trains at least
-   ``path.steps_per_point`` optimiser steps, warm-started from the last, and records its
-   validation score, the features and embedding components each party keeps, and the MB so
-   far. The path ends when nothing is left, when a feature budget is met and the score has
+2. **Path.** The penalty grows geometrically from ``start``, by ``growth`` per point, in
+   units of the dense model's training loss (so one setting serves 2 or 26 classes; the
+   gates' mean-reduced regulariser makes it independent of the column count). Each point
+   trains at least ``path.steps_per_point`` optimiser steps, warm-started from the last, and
+   records its validation score, the features and embedding components each party keeps, and
+   the MB so far. The path ends when nothing is left, when a feature budget is met and the score has
    dropped, or after ``path.points`` points.
 3. **Choice.** The sparsest point whose validation score is within ``path.tolerance`` of the
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
-4. **Refit.** The parties rebuild their bottom models on the chosen features and components
-   only (layers shrunk, no gates, no penalty), the server its top model, and VFL trains them
-   with early stopping on validation. If the refit ends below the dense model by more than
-   the tolerance, the dense model is reported instead, and the run says so.
+4. **Refit.** The parties rebuild their bottom models on a candidate's features and
+   components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
+   trains them with early stopping on validation. The candidates are the chosen point, the
+   best-scoring one and sparser ones near the best (:func:`candidates`); the sparsest model
+   within the tolerance of the best refit is reported, the dense one (never refit) included:
+   if it wins, the run says so.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class PathStrategy(VFL):
 
     name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
+    dense: tuple[dict, list[list[int]]]  # the warm-up's best history row and selection
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -83,12 +86,12 @@ class PathStrategy(VFL):
         self.before_training(federation, experiment, result)
         epoch = self.warm_up(federation, experiment, result, on_epoch)
         dense = result.best
-        dense_selection = [list(p.chosen()) for p in result.parties]
+        self.dense = (dense, [list(p.chosen()) for p in result.parties])
         points = [self.point(federation, result, 0, 0.0, dense)]
         unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
         per_point = self.epochs_per_point(experiment)
+        scale = self.path.start * unit
         for k in range(self.path.points):
-            scale = self.path.start * self.path.growth**k * unit
             with federation.traffic.in_phase("training"):
                 self.set_penalty(federation, scale)
             self.patience = None
@@ -104,6 +107,7 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
+            scale *= self.path.growth
         slack = tolerance(self.path.tolerance, experiment, max(p.val_metric for p in points))
         chosen = choose(points, slack, self.path.max_features)
         result.extra["path"] = [p.row() for p in points]
@@ -117,19 +121,6 @@ class PathStrategy(VFL):
         )
         if self.path.refit:
             self.refit_candidates(federation, experiment, result, on_epoch, points, chosen, slack)
-            refit_best = result.best
-            if refit_best["val_metric"] < dense["val_metric"] - slack:
-                log.warning(
-                    "the refit model (validation %.4f) is worse than the dense model (%.4f) by "
-                    "more than the tolerance %.4f: reporting the dense model",
-                    refit_best["val_metric"],
-                    dense["val_metric"],
-                    slack,
-                )
-                result.best_from, result.best_to = 0, dense["epoch"] + 1
-                for p, sel in zip(result.parties, dense_selection, strict=True):
-                    p.selected_at_best, p.components = sel, None
-                result.extra["path_choice"]["fallback"] = "dense"
 
     def warm_up(
         self,
@@ -230,15 +221,19 @@ class PathStrategy(VFL):
         chosen: PathPoint,
         slack: float,
     ) -> None:
-        """Refit the candidate points (:func:`candidates`) and keep the sparsest refit whose
-        validation score is within ``slack`` of the best refit's (:func:`choose_refit`).
+        """Refit the candidate points (:func:`candidates`) and keep the sparsest model whose
+        validation score is within ``slack`` of the best (:func:`choose_refit`); the dense
+        model competes with its warm-up score and wins only if every refit falls short of it
+        by more than ``slack`` (the run then warns).
 
         Candidates go densest first, so the likely winner, a sparse one, is the last refit and
         its model is the one the parties hold; a winner refit earlier is refit once more.
         """
-        pool = candidates(points, chosen, slack, self.path)
+        dense = points[0]
+        dense_best, dense_selection = self.dense  # the warm-up's best epoch and selection
+        pool = [p for p in candidates(points, chosen, slack, self.path) if p.point != 0]
         keeps = [self.within_budget(federation, point) for point in pool]
-        scores: list[tuple[PathPoint, float]] = []
+        scores: list[tuple[PathPoint, float]] = [(dense, dense.val_metric)]
         for i, (point, selected) in enumerate(zip(pool, keeps, strict=True)):
             self.refit(federation, experiment, result, on_epoch, point, selected)
             scores.append((point, float(result.best["val_metric"])))
@@ -251,17 +246,30 @@ class PathStrategy(VFL):
                 scores[-1][1],
             )
         win = choose_refit(scores, slack)
-        if win != len(pool) - 1:
-            self.refit(federation, experiment, result, on_epoch, pool[win], keeps[win])
-        result.extra["path_choice"]["refits"] = [
-            {"point": point.point, "kept": point.kept, "val_metric": score}
-            for point, score in scores
+        choice = result.extra["path_choice"]
+        choice["refits"] = [
+            {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
         ]
-        result.extra["path_choice"]["point"] = pool[win].point
-        if len(pool) > 1:
-            log.info(
-                "chosen after refits: path point %d, %d features", pool[win].point, pool[win].kept
+        choice["point"] = scores[win][0].point
+        if win == 0:
+            log.warning(
+                "no refit scored within the tolerance %.4f of the dense model (validation "
+                "%.4f): reporting the dense model",
+                slack,
+                dense.val_metric,
             )
+            result.best_from, result.best_to = 0, dense_best["epoch"] + 1
+            for p, sel in zip(result.parties, dense_selection, strict=True):
+                p.selected_at_best, p.components = sel, None
+            choice["fallback"] = "dense"
+            return
+        if win != len(scores) - 1:
+            self.refit(federation, experiment, result, on_epoch, pool[win - 1], keeps[win - 1])
+        log.info(
+            "chosen after refits: path point %d, %d features",
+            pool[win - 1].point,
+            pool[win - 1].kept,
+        )
 
     def refit(
         self,
@@ -292,7 +300,7 @@ class PathStrategy(VFL):
             p.selected_at_best = None
             p.components = len(keep["components"])
         result.best_from = epoch
-        self.patience = self.cfg.training.get("patience")
-        self.patience = 5 if self.patience is None else int(self.patience)
+        patience = self.path.refit_patience or self.cfg.training.get("patience")
+        self.patience = 5 if patience is None else int(patience)
         epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
