@@ -30,6 +30,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
+from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
 from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
@@ -135,14 +136,14 @@ class PathStrategy(VFL):
     # -- what a subclass provides ---------------------------------------------------------
     def set_penalty(self, federation: Federation, scale: float) -> None:
         """Every party (and the server, for a server-side penalty) to penalty ``scale``."""
-        federation.send("train.penalty", {m: {"scale": scale} for m in range(len(self.widths))})
+        federation.broadcast(PENALTY, PenaltyRequest(scale=scale))
 
     def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
         """Per party: the features its model uses now, and the embedding components the
         server reads from it."""
-        replies = federation.broadcast("query.selection")
-        selected = [np.asarray(replies[m]["selected"]).tolist() for m in range(len(replies))]
-        components = [np.asarray(replies[m]["components"]).tolist() for m in range(len(replies))]
+        replies = federation.broadcast(SELECTION)
+        selected = [np.asarray(r.selected).tolist() for r in replies]
+        components = [np.asarray(r.components).tolist() for r in replies]
         return selected, components
 
     # -- the loop ---------------------------------------------------------------------------
@@ -284,7 +285,7 @@ class PathStrategy(VFL):
         budget = self.path.max_features
         if budget is None or chosen.kept <= budget:
             return chosen.selected
-        values = [np.asarray(r["values"]) for r in federation.broadcast("query.importance")]
+        values = [np.asarray(r.values) for r in federation.broadcast(IMPORTANCE)]
         ranked = sorted(
             (float(v[f]), m, f)
             for m, (v, sel, c) in enumerate(

@@ -20,9 +20,16 @@ from vflfs.federation import Federation
 from vflfs.ml import secure_layer as sl
 from vflfs.ml.metrics import score
 from vflfs.ml.top import ServerModel
+from vflfs.protocol import (
+    SECURE_BACKWARD,
+    SECURE_FORWARD,
+    SECURE_SETUP,
+    BackwardRequest,
+    ForwardRequest,
+    SecureSetupRequest,
+)
+from vflfs.protocol.secure_layer import EVAL, TRAIN
 from vflfs.server_app.experiment import Experiment
-
-STEP_OPERATION = "train.secure_step"
 
 
 class SecureLayer:
@@ -45,23 +52,23 @@ class SecureLayer:
         self.seconds = {"forward": 0.0, "head": 0.0, "backward": 0.0}
         layers = server.model.interactive
         replies = federation.send(
-            "train.secure_setup",
+            SECURE_SETUP,
             {
-                m: {
-                    "mode": mode,
-                    "key_bits": int(key_bits),
-                    "server_key": self.own.public_bytes(),
-                    "width": int(layers[m].out_features),
-                    "noise": float(noise),
-                    "lr": self.lr,
-                    "workers": int(workers or 0),
-                    "randomness": randomness,
-                }
+                m: SecureSetupRequest(
+                    mode=mode,
+                    key_bits=int(key_bits),
+                    server_key=self.own.public_bytes(),
+                    width=int(layers[m].out_features),
+                    noise=float(noise),
+                    lr=self.lr,
+                    workers=int(workers or 0),
+                    randomness=randomness,
+                )
                 for m in range(experiment.num_parties)
             },
         )
         self.parties = [
-            sl.public_cipher(mode, replies[m]["public_key"], workers, randomness)
+            sl.public_cipher(mode, replies[m].public_key, workers, randomness)
             for m in range(len(replies))
         ]
 
@@ -80,9 +87,9 @@ class SecureLayer:
             y, keep[m] = sl.server_forward(
                 party, party.from_wire(wire), self.w_tilde(m, masks[m]), rows
             )
-            down[m] = {"y": [y], "which": which}
-        replies = self.federation.send("train.secure_forward", down)
-        zs = [sl.server_z(replies[m]["z"][0], keep[m]) for m in sorted(cts)]
+            down[m] = ForwardRequest(y=[y], which=which)
+        replies = self.federation.send(SECURE_FORWARD, down)
+        zs = [sl.server_z(replies[m].z[0], keep[m]) for m in sorted(cts)]
         self.seconds["forward"] += time.perf_counter() - t
         return zs
 
@@ -92,11 +99,11 @@ class SecureLayer:
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         parties = range(len(replies))
         for k, rows in enumerate(batches):
-            masks = {m: replies[m]["open"][k] if "open" in replies[m] else None for m in parties}
-            wires = {m: replies[m]["cipher"][k] for m in parties}
+            masks = {m: None if replies[m].open is None else replies[m].open[k] for m in parties}
+            wires = {m: replies[m].cipher[k] for m in parties}
             if k > 0:  # the party's protocol ops address pending batch k by position
                 raise ValueError("strategy.secure needs training.local_steps = 1")
-            zs = self.forward(wires, masks, "train", len(rows))
+            zs = self.forward(wires, masks, TRAIN, len(rows))
             t = time.perf_counter()
             loss, delta = head_step(self.server, zs, experiment.y[rows])
             self.seconds["head"] += time.perf_counter() - t
@@ -105,22 +112,22 @@ class SecureLayer:
             down, keep = {}, {}
             for m in parties:
                 w = self.w_tilde(m, masks[m])
-                cts = self.parties[m].from_wire(replies[m]["cipher_t"][k])
+                cts = self.parties[m].from_wire(replies[m].cipher_t[k])
                 gradw, enc_delta, big_r, dw = sl.server_backward(
                     self.parties[m], self.own, cts, delta.astype(np.float64), w
                 )
-                down[m] = {"gradw": [gradw], "delta": [enc_delta]}
+                down[m] = BackwardRequest(gradw=[gradw], delta=[enc_delta])
                 keep[m] = (big_r, dw)
-            back = self.federation.send("train.secure_backward", down)
+            back = self.federation.send(SECURE_BACKWARD, down)
             for m in parties:
                 big_r, dw = keep[m]
-                noisy = sl.server_weight_gradient(back[m]["gradw"][0], big_r)
+                noisy = sl.server_weight_gradient(back[m].gradw[0], big_r)
                 layer = self.server.model.interactive[m].weight
                 cols = slice(None) if masks[m] is None else np.asarray(masks[m], bool)
                 w = layer.detach().cpu().numpy().copy()
                 w[:, cols] -= self.lr * noisy
                 layer.data.copy_(layer.data.new_tensor(w))
-                grads[m].append(sl.server_embedding_gradient(self.own, back[m]["de"][0], dw))
+                grads[m].append(sl.server_embedding_gradient(self.own, back[m].de[0], dw))
             self.seconds["backward"] += time.perf_counter() - t
         return losses, grads
 
@@ -128,9 +135,9 @@ class SecureLayer:
         """Scores of each evaluation set from the encrypted evaluation embeddings."""
         parties = range(len(replies))
         zs = self.forward(
-            {m: replies[m]["eval_cipher"] for m in parties},
-            {m: replies[m].get("eval_open") for m in parties},
-            "eval",
+            {m: replies[m].eval_cipher for m in parties},
+            {m: replies[m].eval_open for m in parties},
+            EVAL,
             sum(len(r) for r in experiment.eval_sets().values()),
         )
         scores: dict[str, float] = {}
@@ -142,7 +149,7 @@ class SecureLayer:
                 self.server, part, experiment.y[rows]
             )
             start += len(rows)
-        sent = sum(int(replies[m]["eval_cipher"].nbytes) for m in parties)
+        sent = sum(int(replies[m].eval_cipher.nbytes) for m in parties)
         return scores, sent
 
 

@@ -10,7 +10,6 @@ stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on 
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import numpy as np
@@ -20,10 +19,18 @@ from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
+from vflfs.protocol import (
+    IMPORTANCE,
+    SECURE_STEP,
+    SETUP,
+    STEP,
+    SetupReply,
+    SetupRequest,
+)
 from vflfs.server_app.experiment import Experiment
 
 from .result import PartyReport, RunResult
-from .secure_layer import STEP_OPERATION, make_secure_layer
+from .secure_layer import make_secure_layer
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
@@ -57,10 +64,10 @@ class VFL(Strategy):
                 PartyReport(
                     index=m,
                     columns=experiment.columns[m].tolist(),
-                    n_features=int(r["n_features"]),
-                    spurious=np.asarray(r["spurious"]).tolist(),
-                    device=str(r["device"]),
-                    selected=list(range(int(r["n_features"]))),
+                    n_features=int(r.n_features),
+                    spurious=np.asarray(r.spurious).tolist(),
+                    device=str(r.device),
+                    selected=list(range(int(r.n_features))),
                 )
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
@@ -70,20 +77,22 @@ class VFL(Strategy):
         result.extra["server_device"] = str(self.server.device)
         return result
 
-    def setup_parties(self, federation: Federation, experiment: Experiment) -> dict[int, dict]:
-        """The ``query.setup`` message: each party builds its data view and a fresh model
-        from :meth:`party_spec` (a new nonce: any earlier state of the run is replaced)."""
+    def setup_parties(
+        self, federation: Federation, experiment: Experiment
+    ) -> dict[int, SetupReply]:
+        """The setup message: each party builds its data view and a fresh model from
+        :meth:`party_spec` (a new nonce: any earlier state of the run is replaced)."""
         splits = experiment.splits
         eval_rows = np.concatenate(list(experiment.eval_sets().values()))
         return federation.send(
-            "query.setup",
+            SETUP,
             {
-                m: {
-                    "spec": json.dumps(self.party_spec(experiment, m)),
-                    "nonce": uuid.uuid4().hex,
-                    "train_rows": splits.train,
-                    "eval_rows": eval_rows,
-                }
+                m: SetupRequest(
+                    spec=self.party_spec(experiment, m),
+                    nonce=uuid.uuid4().hex,
+                    train_rows=splits.train,
+                    eval_rows=eval_rows,
+                )
                 for m in range(experiment.num_parties)
             },
         )
@@ -105,9 +114,9 @@ class VFL(Strategy):
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Ask each party how much its model uses each input feature (for the report)."""
-        for m, reply in enumerate(federation.broadcast("query.importance")):
+        for m, reply in enumerate(federation.broadcast(IMPORTANCE)):
             result.importance.append(
-                {"party": m, "kind": str(reply["kind"]), "values": reply["values"].tolist()}
+                {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
             )
 
     # -- training -------------------------------------------------------------------------
@@ -117,22 +126,15 @@ class VFL(Strategy):
         grads: list[list[np.ndarray]],
         batches: list[np.ndarray],
         evaluate: bool,
-    ) -> dict[int, dict]:
+    ) -> dict:
         """One round-trip: the last gradients go down with the next batches (and, at an epoch
         boundary, the evaluation request); embeddings come back."""
-        payloads = {m: {"grads": g, "batches": batches} for m, g in enumerate(grads)}
-        if evaluate:
-            for payload in payloads.values():
-                payload["evaluate"] = True
-        return federation.send(
-            "train.step" if self.secure is None else STEP_OPERATION,
-            payloads,
-            reply_phases={
-                "eval_embeddings": "evaluation",
-                "eval_open": "evaluation",
-                "eval_cipher": "evaluation",
-            },
-        )
+        operation = STEP if self.secure is None else SECURE_STEP
+        requests = {
+            m: operation.request(grads=g, batches=batches, evaluate=evaluate)
+            for m, g in enumerate(grads)
+        }
+        return federation.send(operation, requests)
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, dict], batches: list[np.ndarray]
@@ -144,11 +146,11 @@ class VFL(Strategy):
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
             parties = range(len(replies))
-            masks = [replies[m]["open"][k] if "open" in replies[m] else None for m in parties]
+            masks = [None if replies[m].open is None else replies[m].open[k] for m in parties]
             embeddings = [
-                expand(replies[m]["embeddings"][k], masks[m], self.widths[m]) for m in parties
+                expand(replies[m].embeddings[k], masks[m], self.widths[m]) for m in parties
             ]
-            self.uploaded_floats += sum(int(np.size(replies[m]["embeddings"][k])) for m in replies)
+            self.uploaded_floats += sum(int(np.size(replies[m].embeddings[k])) for m in replies)
             loss, g = self.server.step(embeddings, experiment.y[rows])
             losses.append(loss)
             for m, gm in enumerate(g):
@@ -312,15 +314,13 @@ class VFL(Strategy):
                 scores, sent = self.secure.evaluate(experiment, replies)
             else:
                 embeddings = [
-                    expand(
-                        replies[m]["eval_embeddings"], replies[m].get("eval_open"), self.widths[m]
-                    )
+                    expand(replies[m].eval_embeddings, replies[m].eval_open, self.widths[m])
                     for m in range(len(replies))
                 ]
                 scores = self.evaluate(experiment, embeddings)
-                sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
+                sent = sum(r.eval_embeddings.nbytes for r in replies.values())
         for m, r in replies.items():
-            result.parties[m].selected = np.asarray(r["selected"]).tolist()
+            result.parties[m].selected = np.asarray(r.selected).tolist()
             components = self.components_in_use(m, r)
             if components is not None:
                 result.parties[m].components = components
@@ -357,7 +357,7 @@ class VFL(Strategy):
     def components_in_use(self, m: int, reply: dict) -> int | None:
         """How many of party ``m``'s embedding components reach the top model now (None: all);
         a party with none selects nothing. Here: those its evaluation reply sent."""
-        mask = reply.get("eval_open")
+        mask = reply.eval_open
         return None if mask is None else int(np.count_nonzero(mask))
 
     def row_extras(self) -> dict:

@@ -11,6 +11,7 @@ from vflfs.federation import DOWN, UP
 from vflfs.federation.payload import from_array
 from vflfs.ml import secure_layer as sl
 from vflfs.ml.models import TopModel, TopSpec, seeded
+from vflfs.protocol import SECURE_BACKWARD, SECURE_FORWARD, SECURE_STEP, STEP
 
 from helpers import run_local, tiny_config
 
@@ -175,12 +176,12 @@ def test_what_each_side_receives(paillier_run):
     _, recorder = paillier_run
     nbytes = 128  # a ciphertext at 512 bits
     seen = {(d, op) for d, _, op, _ in recorder.messages}
-    for op in ("train.secure_step", "train.secure_forward", "train.secure_backward"):
+    for op in (SECURE_STEP.name, SECURE_FORWARD.name, SECURE_BACKWARD.name):
         assert (UP, op) in seen and (DOWN, op) in seen
-    assert (UP, "train.step") not in seen
+    assert (UP, STEP.name) not in seen
     masked_up, masked_down = [], []
     for direction, _, op, content in recorder.messages:
-        if not op.startswith("train.secure_") or op == "train.secure_setup":
+        if op not in {SECURE_STEP.name, SECURE_FORWARD.name, SECURE_BACKWARD.name}:
             continue
         for key, value in _arrays(content).items():
             name = key.split("#")[0]
