@@ -103,7 +103,7 @@ class GroupLasso(PathStrategy):
         result.extra["pruned_at_epoch"] = self.lasso_epochs
         result.extra["components_kept"] = [len(r.components) for _, r in sorted(replies.items())]
 
-    def components_in_use(self, m: int, reply: dict) -> int | None:
+    def components_in_use(self, m: int, reply) -> int | None:
         """Components whose column of the server's input layer is non-zero."""
         if self.refitting:
             return super().components_in_use(m, reply)

@@ -33,8 +33,8 @@ from vflfs.federation import MB, Federation
 from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import make_layer
 from .result import RunResult
-from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
@@ -319,7 +319,7 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None

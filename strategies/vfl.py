@@ -19,18 +19,11 @@ from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
-from vflfs.protocol import (
-    IMPORTANCE,
-    SECURE_STEP,
-    SETUP,
-    STEP,
-    SetupReply,
-    SetupRequest,
-)
+from vflfs.protocol import IMPORTANCE, SETUP, Body, SetupReply, SetupRequest
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import InteractiveLayer, make_layer
 from .result import PartyReport, RunResult
-from .secure_layer import make_secure_layer
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
@@ -39,7 +32,7 @@ class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
-    secure = None  # the secure interactive layer (strategy.secure != none)
+    layer: InteractiveLayer  # the interactive layer: plain, or secure (strategy.secure)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
@@ -73,7 +66,7 @@ class VFL(Strategy):
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
         self.server = self.make_server_model(experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
         return result
 
@@ -126,47 +119,37 @@ class VFL(Strategy):
         grads: list[list[np.ndarray]],
         batches: list[np.ndarray],
         evaluate: bool,
-    ) -> dict:
-        """One round-trip: the last gradients go down with the next batches (and, at an epoch
-        boundary, the evaluation request); embeddings come back."""
-        operation = STEP if self.secure is None else SECURE_STEP
-        requests = {
-            m: operation.request(grads=g, batches=batches, evaluate=evaluate)
-            for m, g in enumerate(grads)
-        }
-        return federation.send(operation, requests)
+    ) -> dict[int, Body]:
+        """One round-trip of the layer's step: the last gradients go down with the next
+        batches (and, at an epoch boundary, the evaluation request); embeddings come back."""
+        return self.layer.exchange(federation, grads, batches, evaluate)
 
     def server_steps(
-        self, experiment: Experiment, replies: dict[int, dict], batches: list[np.ndarray]
+        self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
     ) -> tuple[list[float], list[list[np.ndarray]]]:
-        """The top model's steps on the returned embeddings; the gradients for each party."""
-        if self.secure is not None:
-            return self.secure.server_steps(experiment, replies, batches)
+        """The top model's steps on the returned embeddings, through the interactive layer;
+        the gradients for each party."""
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
-            parties = range(len(replies))
-            masks = [None if replies[m].open is None else replies[m].open[k] for m in parties]
-            embeddings = [
-                expand(replies[m].embeddings[k], masks[m], self.widths[m]) for m in parties
-            ]
-            self.uploaded_floats += sum(int(np.size(replies[m].embeddings[k])) for m in replies)
-            loss, g = self.server.step(embeddings, experiment.y[rows])
-            losses.append(loss)
-            for m, gm in enumerate(g):
-                grads[m].append(gm if masks[m] is None else gm[:, masks[m]])
+            batch = self.layer.forward(replies, k, len(rows))
+            self.uploaded_floats += batch.uploaded
+            losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
+            for m, g in enumerate(batch.gradients()):
+                grads[m].append(g)
         return losses, grads
 
-    def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
-        """Loss and score on each evaluation set (validation, test, maybe training rows)."""
+    def evaluate(self, experiment: Experiment, parts: list[np.ndarray]) -> dict:
+        """Loss and score on each evaluation set (validation, test, maybe training rows) from
+        the layer's per-party parts of all evaluation rows."""
         scores: dict[str, float] = {}
         start = 0
         for name, rows in experiment.eval_sets().items():
-            part = [e[start : start + len(rows)] for e in embeddings]
+            z = self.layer.head_input([p[start : start + len(rows)] for p in parts])
             # "train_loss" is the mean step loss of the epoch; the scored one is train_eval_loss.
             loss_key = "train_eval_loss" if name == "train" else f"{name}_loss"
-            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate(
-                part, experiment.y[rows]
+            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate_head(
+                z, experiment.y[rows]
             )
             start += len(rows)
         return scores
@@ -230,7 +213,7 @@ class VFL(Strategy):
             with federation.traffic.in_phase("setup"):
                 self.setup_parties(federation, experiment)
             self.server = self.make_server_model(experiment)
-            self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+            self.layer = make_layer(self.cfg, federation, experiment, self.server)
             result.best_from = first
 
     def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:
@@ -304,21 +287,14 @@ class VFL(Strategy):
         result: RunResult,
         epoch: int,
         losses: list[float],
-        replies: dict[int, dict],
+        replies: dict[int, Body],
         on_epoch: EpochCallback | None,
     ) -> bool:
         """Score the epoch that just ended and record it; True to stop early."""
         with federation.traffic.in_phase("evaluation"):
             rows = sum(len(r) for r in experiment.eval_sets().values())
-            if self.secure is not None:
-                scores, sent = self.secure.evaluate(experiment, replies)
-            else:
-                embeddings = [
-                    expand(replies[m].eval_embeddings, replies[m].eval_open, self.widths[m])
-                    for m in range(len(replies))
-                ]
-                scores = self.evaluate(experiment, embeddings)
-                sent = sum(r.eval_embeddings.nbytes for r in replies.values())
+            parts, sent = self.layer.evaluation(replies, rows)
+            scores = self.evaluate(experiment, parts)
         for m, r in replies.items():
             result.parties[m].selected = np.asarray(r.selected).tolist()
             components = self.components_in_use(m, r)
@@ -354,7 +330,7 @@ class VFL(Strategy):
             return True
         return False
 
-    def components_in_use(self, m: int, reply: dict) -> int | None:
+    def components_in_use(self, m: int, reply: Body) -> int | None:
         """How many of party ``m``'s embedding components reach the top model now (None: all);
         a party with none selects nothing. Here: those its evaluation reply sent."""
         mask = reply.eval_open
@@ -372,12 +348,3 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
-
-
-def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
-    """Embeddings with only the open components sent, back to full width (zeros elsewhere)."""
-    if mask is None:
-        return values
-    full = np.zeros((len(values), width), dtype=values.dtype)
-    full[:, mask] = values
-    return full
