@@ -8,12 +8,12 @@ extra round-trips. Ciphertexts and masked integers travel as ``uint8`` arrays.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .body import Body, Operation
-from .core import EVALUATION
+from .core import EVALUATION, StepRequest
 
 TRAIN = "train"  # secure forward of the pending training batches
 EVAL = "eval"  # secure forward of the evaluation rows
@@ -43,13 +43,9 @@ class SecureSetupReply(Body):
 
 
 @dataclass(frozen=True)
-class SecureStepRequest(Body):
-    """:class:`~vflfs.protocol.core.StepRequest` with masked gradients ``delta W - r`` (the
-    party adds its r)."""
-
-    grads: list = field(default_factory=list)
-    batches: list = field(default_factory=list)
-    evaluate: bool = False
+class SecureStepRequest(StepRequest):
+    """:class:`~vflfs.protocol.core.StepRequest` whose ``grads`` are masked gradients
+    ``delta W - r`` (wire integers; the party adds its r)."""
 
 
 @dataclass(frozen=True)
