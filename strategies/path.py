@@ -31,8 +31,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
+from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import make_layer
 from .path_choice import (
     PathPoint,
     PathSettings,
@@ -42,7 +44,6 @@ from .path_choice import (
     tolerance,
 )
 from .result import RunResult
-from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
 
@@ -62,14 +63,14 @@ class PathStrategy(VFL):
     # -- what a subclass provides ---------------------------------------------------------
     def set_penalty(self, federation: Federation, scale: float) -> None:
         """Every party (and the server, for a server-side penalty) to penalty ``scale``."""
-        federation.send("train.penalty", {m: {"scale": scale} for m in range(len(self.widths))})
+        federation.broadcast(PENALTY, PenaltyRequest(scale=scale))
 
     def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
         """Per party: the features its model uses now, and the embedding components the
         server reads from it."""
-        replies = federation.broadcast("query.selection")
-        selected = [np.asarray(replies[m]["selected"]).tolist() for m in range(len(replies))]
-        components = [np.asarray(replies[m]["components"]).tolist() for m in range(len(replies))]
+        replies = federation.broadcast(SELECTION)
+        selected = [np.asarray(r.selected).tolist() for r in replies]
+        components = [np.asarray(r.components).tolist() for r in replies]
         return selected, components
 
     # -- the loop ---------------------------------------------------------------------------
@@ -199,7 +200,7 @@ class PathStrategy(VFL):
         budget = self.path.max_features
         if budget is None or chosen.kept <= budget:
             return chosen.selected
-        values = [np.asarray(r["values"]) for r in federation.broadcast("query.importance")]
+        values = [np.asarray(r.values) for r in federation.broadcast(IMPORTANCE)]
         ranked = sorted(
             (float(v[f]), m, f)
             for m, (v, sel, c) in enumerate(
@@ -294,7 +295,7 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None
