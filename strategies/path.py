@@ -303,5 +303,5 @@ class PathStrategy(VFL):
         result.best_from = epoch
         patience = self.path.refit_patience or self.cfg.training.get("patience")
         self.patience = 5 if patience is None else int(patience)
-        epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
+        epochs = self.path.refit_max_epochs or 3 * int(self.cfg.training.epochs)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)

@@ -31,7 +31,7 @@ class PathSettings:
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
-    refit_max_epochs: int | None = None  # None: training.epochs (early stopping ends it sooner)
+    refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
 
     @classmethod
@@ -115,8 +115,8 @@ def candidates(
     often scores below denser ones that its refit, free of the penalty, matches, and the
     best-scoring point is not always the best selection either. The candidates are ``chosen``
     (the one-standard-error point), the best-scoring point, and the sparsest points with fewer
-    features than ``chosen`` whose score is within ``candidate_slack`` tolerances of the best:
-    at most ``refit_candidates`` in all, one per distinct selection, none empty.
+    features than the best whose score is within ``candidate_slack`` tolerances of it: at
+    most ``refit_candidates`` in all, one per distinct selection, none empty.
     """
     within = [
         p
@@ -127,11 +127,11 @@ def candidates(
     floor = best.val_metric - settings.candidate_slack * slack
     picked = [chosen]
     seen = {_selection_key(chosen)}
-    sparser = sorted(
-        (p for p in within if p.kept < chosen.kept and p.val_metric >= floor),
+    near = sorted(
+        (p for p in within if p.kept < best.kept and p.val_metric >= floor),
         key=lambda p: (p.kept, -p.val_metric, p.point),
     )
-    for p in [best, *sparser]:
+    for p in [best, *near]:
         key = _selection_key(p)
         if len(picked) < settings.refit_candidates and key not in seen:
             seen.add(key)
