@@ -107,10 +107,7 @@ class VFL(Strategy):
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Ask each party how much its model uses each input feature (for the report)."""
-        for m, reply in enumerate(federation.broadcast(IMPORTANCE)):
-            result.importance.append(
-                {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
-            )
+        result.importance.extend(party_importance(federation))
 
     # -- training -------------------------------------------------------------------------
     def exchange(
@@ -348,3 +345,11 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
+
+
+def party_importance(federation: Federation) -> list[dict]:
+    """How much each party's model uses each of its input features, and of which kind."""
+    return [
+        {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
+        for m, reply in enumerate(federation.broadcast(IMPORTANCE))
+    ]
