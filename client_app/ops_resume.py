@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from vflfs.federation import Payload
+from vflfs.protocol import RESUME, ResumeReply, ResumeRequest
 
 from . import state, store
 from .registry import OPERATIONS
@@ -13,18 +13,18 @@ from .session import Session
 log = logging.getLogger("vflfs")
 
 
-@OPERATIONS.operation("query.resume")
-def resume(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(RESUME)
+def resume(session: Session, request: ResumeRequest) -> ResumeReply:
     """Load the saved state of setup ``nonce`` after ``steps`` gradient steps into
     ``context.state`` (:mod:`vflfs.client_app.store`); a party holding another refuses, naming
     what it holds."""
-    steps = int(payload["steps"])
-    store.load_snapshot(session.context, str(payload["nonce"]), steps)
+    steps = int(request.steps)
+    store.load_snapshot(session.context, str(request.nonce), steps)
     state.forget(session.context)  # the next message rebuilds the party from what was loaded
     log.info(
-        "party %d: resuming after epoch %s at step %d",
+        "party %d: resuming after epoch %d at step %d",
         session.partition_id,
-        payload["epoch"],
+        int(request.epoch),
         steps,
     )
-    return {"steps": steps}
+    return ResumeReply(steps=steps)

@@ -40,11 +40,13 @@ from flwr.app import RecordDict
 from omegaconf import DictConfig, OmegaConf
 
 from vflfs.federation import DOWN, Federation
-from vflfs.federation.payload import CONFIG, decode_error
+from vflfs.federation.payload import decode_error
+from vflfs.protocol import RESUME, STEP, ResumeRequest
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import make_layer
 from .result import RunResult
 from .strategy import EpochCallback, Strategy
 
@@ -52,13 +54,10 @@ log = logging.getLogger("vflfs")
 
 FAIL_AFTER = "VFLFS_FAIL_AFTER_CHECKPOINT"  # tests: stop the run after this epoch's checkpoint
 FORMAT = 1
-SETUP = "query.setup"
-STEP = "train.step"
-RESUME = "query.resume"
 TRAFFIC = ("bytes", "messages", "seconds", "round_trips")  # the byte counters' fields
 # Strategy attributes a checkpoint leaves out: the configuration (the run's own) and what is
-# rebuilt on resume (the server model, the secure layer, the checkpoints themselves).
-NOT_SAVED = frozenset({"cfg", "server", "secure", "checkpoints"})
+# rebuilt on resume (the server model, the interactive layer, the checkpoints themselves).
+NOT_SAVED = frozenset({"cfg", "server", "layer", "checkpoints"})
 
 
 class StoppedAfterCheckpoint(RuntimeError):
@@ -139,17 +138,22 @@ class Checkpoints:
         self._pending = (loop.epoch, buf.getvalue())
         self._waiting = set(range(len(self.nonces)))
 
+    def set_up(self, nonces: dict[int, str]) -> None:
+        """The parties were sent a setup with these nonces: their states start afresh."""
+        for party, nonce in nonces.items():
+            self.nonces[party], self.steps[party] = nonce, 0
+
+    def stepped(self, grads: list[list[np.ndarray]]) -> None:
+        """Each party was sent its gradients (one step each) for the pending batches."""
+        for party, sent in enumerate(grads):
+            self.steps[party] += len(sent)
+
     def _observe(self, direction: str, party: int, operation: str, content: RecordDict) -> None:
-        """Count each party's gradient steps and setups; commit a pending checkpoint when
-        every party has answered the step that made it save its state."""
-        if direction == DOWN:
-            config = content.get(CONFIG, {})
-            if operation == SETUP:
-                self.nonces[party], self.steps[party] = str(config["nonce"]), 0
-            elif operation == STEP:
-                self.steps[party] += int(config.get("grads#len", 0))
+        """Commit a pending checkpoint when every party has answered the step that made it
+        save its state."""
+        if direction == DOWN or operation != STEP.name:
             return
-        if operation != STEP or self._pending is None or party not in self._waiting:
+        if self._pending is None or party not in self._waiting:
             return
         if decode_error(content) is not None:
             self._pending = None  # the party failed: its state may not be saved
@@ -184,7 +188,7 @@ class Checkpoints:
             self.federation.send(
                 RESUME,
                 {
-                    m: {"nonce": nonce, "steps": steps, "epoch": loop.epoch}
+                    m: ResumeRequest(nonce=nonce, steps=steps, epoch=loop.epoch)
                     for m, (nonce, steps) in enumerate(zip(self.nonces, self.steps, strict=True))
                 },
             )
@@ -194,8 +198,9 @@ class Checkpoints:
         for name in TRAFFIC:
             kind = float if name == "seconds" else int
             setattr(traffic, name, defaultdict(kind, state["traffic"][name]))
-        strategy.server = _server_model(strategy, experiment, state["server"])  # type: ignore[attr-defined]
-        strategy.secure = None  # type: ignore[attr-defined]
+        server = _server_model(strategy, experiment, state["server"])
+        strategy.server = server  # type: ignore[attr-defined]
+        strategy.layer = make_layer(self.cfg, self.federation, experiment, server)  # type: ignore[attr-defined]
         rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
@@ -334,6 +339,20 @@ def resumed_loop(strategy: Strategy, first: int, stop: int) -> LoopState | None:
             f"epochs {loop.first}..{loop.stop - 1}; fix: rerun=true"
         )
     return loop
+
+
+def parties_set_up(strategy: Strategy, nonces: dict[int, str]) -> None:
+    """The strategy sent the parties a setup with these nonces."""
+    checkpoints = _of(strategy)
+    if checkpoints is not None:
+        checkpoints.set_up(nonces)
+
+
+def steps_sent(strategy: Strategy, grads: list[list[np.ndarray]]) -> None:
+    """The strategy sent each party its gradients of the pending batches (a step each)."""
+    checkpoints = _of(strategy)
+    if checkpoints is not None:
+        checkpoints.stepped(grads)
 
 
 def epoch_done(

@@ -5,34 +5,37 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 
 1. **Dense warm-up.** The penalty stays at zero until the dense model's validation score stops
    improving (``path.warmup_patience`` epochs), so nothing closes before the loss has moved.
-2. **Path.** The penalty grows geometrically, ``start * growth^k`` in units of the dense
-   model's training loss (so one setting serves 2 or 26 classes; the gates' mean-reduced
-   regulariser makes it independent of the column count). Each point trains at least
-   ``path.steps_per_point`` optimiser steps, warm-started from the last, and records its
-   validation score, the features and embedding components each party keeps, and the MB so
-   far. The path ends when nothing is left, when a feature budget is met and the score has
+2. **Path.** The penalty grows geometrically from ``start``, by ``growth`` per point, in
+   units of the dense model's training loss (so one setting serves 2 or 26 classes; the
+   gates' mean-reduced regulariser makes it independent of the column count). Each point
+   trains at least ``path.steps_per_point`` optimiser steps, warm-started from the last, and
+   records its validation score, the features and embedding components each party keeps, and
+   the MB so far. The path ends when nothing is left, when a feature budget is met and the score has
    dropped, or after ``path.points`` points.
 3. **Choice.** The sparsest point whose validation score is within ``path.tolerance`` of the
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
-4. **Refit.** The parties rebuild their bottom models on the chosen features and components
-   only (layers shrunk, no gates, no penalty), the server its top model, and VFL trains them
-   with early stopping on validation. If the refit ends below the dense model by more than
-   the tolerance, the dense model is reported instead, and the run says so.
+4. **Refit.** The parties rebuild their bottom models on a candidate's features and
+   components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
+   trains them with early stopping on validation. The candidates are the chosen point, the
+   best-scoring one and sparser ones near the best (:func:`candidates`); the sparsest model
+   within the tolerance of the best refit is reported, the dense one (never refit) included:
+   if it wins, the run says so.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
+from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import resumed_first, resuming
+from .interactive import make_layer
 from .path_choice import (
     PathPoint,
     PathSettings,
@@ -41,33 +44,10 @@ from .path_choice import (
     choose_refit,
     tolerance,
 )
+from .path_progress import Fitted, PathProgress, Refits
 from .result import RunResult
-from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
-
-
-@dataclass
-class Refits:
-    """The refits of the candidate points: which, on what features, and their scores so far."""
-
-    pool: list[PathPoint]
-    keeps: list[list[list[int]]]  # per candidate, per party: the features it refits on
-    scores: list[tuple[PathPoint, float]] = field(default_factory=list)
-
-
-@dataclass
-class PathProgress:
-    """How far the path has come: what a checkpoint keeps between the path's stages."""
-
-    dense: dict  # the dense model's best history row
-    dense_selection: list[list[int]]  # per party: its features at that row
-    points: list[PathPoint]  # the points so far, the dense one first
-    unit: float  # the penalty's unit: the dense model's training loss
-    epoch: int  # the first epoch of the next point
-    k: int = 0  # points trained after the dense one
-    slack: float = 0.0  # the choice's tolerance (set once the path ends)
-    refits: Refits | None = None  # set once the path ends
 
 
 class PathStrategy(VFL):
@@ -75,7 +55,9 @@ class PathStrategy(VFL):
 
     name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
-    progress: PathProgress | None = None
+    dense: Fitted  # the warm-up's model
+    reported: Fitted | None = None  # the model the path's choice reports
+    progress: PathProgress | None = None  # how far the path has come (kept by checkpoints)
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -85,14 +67,14 @@ class PathStrategy(VFL):
     # -- what a subclass provides ---------------------------------------------------------
     def set_penalty(self, federation: Federation, scale: float) -> None:
         """Every party (and the server, for a server-side penalty) to penalty ``scale``."""
-        federation.send("train.penalty", {m: {"scale": scale} for m in range(len(self.widths))})
+        federation.broadcast(PENALTY, PenaltyRequest(scale=scale))
 
     def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
         """Per party: the features its model uses now, and the embedding components the
         server reads from it."""
-        replies = federation.broadcast("query.selection")
-        selected = [np.asarray(replies[m]["selected"]).tolist() for m in range(len(replies))]
-        components = [np.asarray(replies[m]["components"]).tolist() for m in range(len(replies))]
+        replies = federation.broadcast(SELECTION)
+        selected = [np.asarray(r.selected).tolist() for r in replies]
+        components = [np.asarray(r.components).tolist() for r in replies]
         return selected, components
 
     # -- the loop ---------------------------------------------------------------------------
@@ -112,50 +94,21 @@ class PathStrategy(VFL):
                 self.before_training(federation, experiment, result)
             epoch = self.warm_up(federation, experiment, result, on_epoch)
             dense = result.best
+            self.dense = Fitted.now(federation, result, 0, stop=dense["epoch"] + 1)
+            self.reported = None
+            unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
             self.progress = PathProgress(
-                dense=dense,
-                dense_selection=[list(p.chosen()) for p in result.parties],
                 points=[self.point(federation, result, 0, 0.0, dense)],
-                unit=max(float(dense.get("train_loss", 1.0)), 1e-3),
+                unit=unit,
                 epoch=epoch,
+                scale=self.path.start * unit,
             )
         progress = self.progress
         if not self.refitting:
             self.follow_path(federation, experiment, result, on_epoch, progress)
-            points = progress.points
-            progress.slack = slack = tolerance(
-                self.path.tolerance, experiment, max(p.val_metric for p in points)
-            )
-            chosen = choose(points, slack, self.path.max_features)
-            result.extra["path"] = [p.row() for p in points]
-            result.extra["path_choice"] = {"point": chosen.point, "tolerance": slack}
-            log.info(
-                "chosen: path point %d (penalty %.4g): %d features, validation %.4f",
-                chosen.point,
-                chosen.penalty,
-                chosen.kept,
-                chosen.val_metric,
-            )
-            if not self.path.refit:
+            if not self.choose_point(federation, experiment, result, progress):
                 return
-            pool = candidates(points, chosen, slack, self.path)
-            keeps = [self.within_budget(federation, point) for point in pool]
-            progress.refits = Refits(pool, keeps)
         self.refit_candidates(federation, experiment, result, on_epoch, progress)
-        dense, slack = progress.dense, progress.slack
-        refit_best = result.best
-        if refit_best["val_metric"] < dense["val_metric"] - slack:
-            log.warning(
-                "the refit model (validation %.4f) is worse than the dense model (%.4f) by "
-                "more than the tolerance %.4f: reporting the dense model",
-                refit_best["val_metric"],
-                dense["val_metric"],
-                slack,
-            )
-            result.best_from, result.best_to = 0, dense["epoch"] + 1
-            for p, sel in zip(result.parties, progress.dense_selection, strict=True):
-                p.selected_at_best, p.components = sel, None
-            result.extra["path_choice"]["fallback"] = "dense"
 
     def follow_path(
         self,
@@ -167,8 +120,9 @@ class PathStrategy(VFL):
     ) -> None:
         """The path's points after the dense one, from ``progress.k`` on."""
         per_point = self.epochs_per_point(experiment)
+        points = progress.points
         for k in range(progress.k, self.path.points):
-            scale = self.path.start * self.path.growth**k * progress.unit
+            scale = progress.scale
             if not resuming(self):  # a resumed point has its penalty already
                 with federation.traffic.in_phase("training"):
                     self.set_penalty(federation, scale)
@@ -176,7 +130,6 @@ class PathStrategy(VFL):
             epoch = progress.epoch
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + per_point)
             progress.epoch, progress.k = epoch + per_point, k + 1
-            points = progress.points
             points.append(self.point(federation, result, k + 1, scale, result.history[-1]))
             log.info(
                 "path point %d: penalty %.4g, validation %.4f, %d features kept",
@@ -187,6 +140,38 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
+            progress.scale = scale * self.path.growth
+
+    def choose_point(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        progress: PathProgress,
+    ) -> bool:
+        """The path's choice (:func:`choose`); with ``path.refit``, the candidates to refit
+        (in ``progress.refits``) and True."""
+        points = progress.points
+        progress.slack = slack = tolerance(
+            self.path.tolerance, experiment, max(p.val_metric for p in points)
+        )
+        chosen = choose(points, slack, self.path.max_features)
+        result.extra["path"] = [p.row() for p in points]
+        result.extra["path_choice"] = {"point": chosen.point, "tolerance": slack}
+        log.info(
+            "chosen: path point %d (penalty %.4g): %d features, validation %.4f",
+            chosen.point,
+            chosen.penalty,
+            chosen.kept,
+            chosen.val_metric,
+        )
+        if not self.path.refit:
+            return False
+        pool = [p for p in candidates(points, chosen, slack, self.path) if p.point != 0]
+        keeps = [self.within_budget(federation, point) for point in pool]
+        scores = [(points[0], points[0].val_metric)]
+        progress.refits = Refits(pool, keeps, [self.dense], scores)
+        return True
 
     def warm_up(
         self,
@@ -265,7 +250,7 @@ class PathStrategy(VFL):
         budget = self.path.max_features
         if budget is None or chosen.kept <= budget:
             return chosen.selected
-        values = [np.asarray(r["values"]) for r in federation.broadcast("query.importance")]
+        values = [np.asarray(r.values) for r in federation.broadcast(IMPORTANCE)]
         ranked = sorted(
             (float(v[f]), m, f)
             for m, (v, sel, c) in enumerate(
@@ -285,18 +270,21 @@ class PathStrategy(VFL):
         on_epoch: EpochCallback | None,
         progress: PathProgress,
     ) -> None:
-        """Refit the candidate points (:func:`candidates`) and keep the sparsest refit whose
-        validation score is within the slack of the best refit's (:func:`choose_refit`).
+        """Refit the candidate points (:func:`candidates`) and keep the sparsest model whose
+        validation score is within the slack of the best (:func:`choose_refit`); the dense
+        model competes with its warm-up score and wins only if every refit falls short of it
+        by more than the slack (the run then warns).
 
-        Candidates go densest first, so the likely winner, a sparse one, is the last refit and
-        its model is the one the parties hold; a winner refit earlier is refit once more.
+        Each model's epochs, selection and feature importance are recorded as it finishes, so
+        the winner is reported wherever it came in the order (the parties hold the last one).
         """
         refits = progress.refits
         assert refits is not None
-        pool, keeps, scores, slack = refits.pool, refits.keeps, refits.scores, progress.slack
-        for i in range(len(scores), len(pool)):  # a resumed run goes on from its refit
-            point, selected = pool[i], keeps[i]
-            self.refit(federation, experiment, result, on_epoch, point, selected)
+        pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
+        for i in range(refits.done, len(pool)):  # a resumed run goes on from its refit
+            point = pool[i]
+            first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
+            models.append(Fitted.now(federation, result, first))
             scores.append((point, float(result.best["val_metric"])))
             log.info(
                 "refit %d/%d (path point %d, %d features): validation %.4f",
@@ -307,17 +295,30 @@ class PathStrategy(VFL):
                 scores[-1][1],
             )
         win = choose_refit(scores, slack)
-        if win != len(pool) - 1:
-            self.refit(federation, experiment, result, on_epoch, pool[win], keeps[win])
-        result.extra["path_choice"]["refits"] = [
-            {"point": point.point, "kept": point.kept, "val_metric": score}
-            for point, score in scores
+        choice = result.extra["path_choice"]
+        choice["refits"] = [
+            {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
         ]
-        result.extra["path_choice"]["point"] = pool[win].point
-        if len(pool) > 1:
-            log.info(
-                "chosen after refits: path point %d, %d features", pool[win].point, pool[win].kept
+        choice["point"] = scores[win][0].point
+        self.reported = models[win]
+        self.reported.report(result)
+        if win == 0:
+            log.warning(
+                "no refit scored within the tolerance %.4f of the dense model (validation "
+                "%.4f): reporting the dense model",
+                slack,
+                scores[0][1],
             )
+            choice["fallback"] = "dense"
+        else:
+            log.info("chosen after refits: path point %d, %d features", *_size(pool[win - 1]))
+
+    def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        """The reported model's feature importance (asked when it finished training)."""
+        if self.reported is None:
+            super().finish(federation, experiment, result)
+        else:
+            result.importance.extend(self.reported.importance)
 
     def refit(
         self,
@@ -327,14 +328,14 @@ class PathStrategy(VFL):
         on_epoch: EpochCallback | None,
         chosen: PathPoint,
         selected: list[list[int]],
-    ) -> None:
+    ) -> int:
         """Fresh models on ``selected`` features and the chosen point's components, trained
-        without penalty from the next epoch on."""
+        without penalty from the next epoch on; returns the refit's first epoch."""
+        epochs = self.path.refit_max_epochs or 3 * int(self.cfg.training.epochs)
         if resuming(self):  # a resumed refit has its models and settings back
-            epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
             epoch = resumed_first(self)
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
-            return
+            return epoch
         epoch = len(result.history)
         self.refitting, self.stage = True, "refit"
         # A party that keeps no feature sends nothing, and one whose components are all
@@ -347,13 +348,17 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None
             p.components = len(keep["components"])
         result.best_from = epoch
-        self.patience = self.cfg.training.get("patience")
-        self.patience = 5 if self.patience is None else int(self.patience)
-        epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
+        patience = self.path.refit_patience or self.cfg.training.get("patience")
+        self.patience = 5 if patience is None else int(patience)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
+        return epoch
+
+
+def _size(point: PathPoint) -> tuple[int, int]:
+    return point.point, point.kept

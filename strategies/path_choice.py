@@ -29,9 +29,10 @@ class PathSettings:
     tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
     max_features: int | None = None  # a budget: choose among points keeping at most this many
     refit: bool = True
-    refit_candidates: int = 3  # refit this many points (the 1-SE choice and sparser ones)
+    refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
-    refit_max_epochs: int | None = None  # None: training.epochs (early stopping ends it sooner)
+    refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
+    refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
 
     @classmethod
     def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
@@ -110,28 +111,37 @@ def candidates(
 ) -> list[PathPoint]:
     """The points whose refits the final choice compares, densest first.
 
-    Along the path the model is scored while its penalty still shrinks it, so a sparse point
-    often scores below the denser ones that its refit, free of the penalty, would match. The
-    candidates are ``chosen`` (the one-standard-error point) and the sparsest points with
-    fewer features whose score is within ``candidate_slack`` tolerances of the best (at most
-    ``refit_candidates`` in all, one per distinct selection).
+    Along the path a model is scored while its penalty still shrinks it, so a sparse point
+    often scores below denser ones that its refit, free of the penalty, matches, and the
+    best-scoring point is not always the best selection either. The candidates are ``chosen``
+    (the one-standard-error point), the best-scoring point, and the sparsest points with fewer
+    features than the best whose score is within ``candidate_slack`` tolerances of it: at
+    most ``refit_candidates`` in all, one per distinct selection, none empty.
     """
-    within = [p for p in points if settings.max_features is None or p.kept <= settings.max_features]
-    best = max(p.val_metric for p in within) if within else chosen.val_metric
-    floor = best - settings.candidate_slack * slack
+    within = [
+        p
+        for p in points
+        if p.kept > 0 and (settings.max_features is None or p.kept <= settings.max_features)
+    ]
+    best = max(within, key=lambda p: (p.val_metric, -p.kept), default=chosen)
+    floor = best.val_metric - settings.candidate_slack * slack
+    picked = [chosen]
     seen = {_selection_key(chosen)}
-    sparser: list[PathPoint] = []
-    for p in sorted(within, key=lambda p: (p.kept, -p.val_metric, p.point)):
+    near = sorted(
+        (p for p in within if p.kept < best.kept and p.val_metric >= floor),
+        key=lambda p: (p.kept, -p.val_metric, p.point),
+    )
+    for p in [best, *near]:
         key = _selection_key(p)
-        if p.kept < chosen.kept and p.kept > 0 and p.val_metric >= floor and key not in seen:
+        if len(picked) < settings.refit_candidates and key not in seen:
             seen.add(key)
-            sparser.append(p)
-    picked = [chosen, *sparser[: settings.refit_candidates - 1]]
+            picked.append(p)
     return sorted(picked, key=lambda p: -p.kept)
 
 
 def choose_refit(scores: list[tuple[PathPoint, float]], slack: float) -> int:
-    """Index of the sparsest refit whose validation score is within ``slack`` of the best."""
+    """Index of the sparsest model whose validation score is within ``slack`` of the best
+    (the dense model is one of them, with its warm-up score: it is never refit)."""
     best = max(score for _, score in scores)
     good = [i for i, (_, score) in enumerate(scores) if score >= best - slack]
     return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
