@@ -102,7 +102,8 @@ def step(session: Session, request: StepRequest) -> StepReply:
     With embedding gates, embeddings carry only the open components and an ``open`` mask per
     batch.
     """
-    out = advance(session, request.grads, request.batches, request.evaluate)
+    batches = request.batch_rows(session.party.train_rows)
+    out = advance(session, request.grads, batches, request.evaluate)
     return StepReply(
         embeddings=out.embeddings or None,
         open=out.masks,
