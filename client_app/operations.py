@@ -28,7 +28,6 @@ from vflfs.protocol import (
     StepRequest,
 )
 
-from .ops_align import local_spec
 from .party import Party
 from .registry import OPERATIONS
 from .session import Session
@@ -51,6 +50,8 @@ def setup(session: Session, request: SetupRequest) -> SetupReply:
     A party with its own file (node config ``data-path``) reads its features from it, at the
     aligned rows the server sends; its node config ``device`` overrides the run's.
     """
+    from .ops_align import local_spec  # alignment's libraries only where setup runs
+
     spec = request.spec
     if int(spec["index"]) != session.partition_id:
         raise ValueError(

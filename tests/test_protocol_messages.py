@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from vflfs.client_app.app import app as client_app
+from vflfs.client_app.registry import HOMES, load_operations, registered
 from vflfs.client_app.registry import OPERATIONS as REGISTERED
-from vflfs.client_app.registry import load_operations
 from vflfs.federation import Federation, LocalGrid, PartyError, decode, encode
 from vflfs.ml.batches import epoch_batches
 from vflfs.ml.embedding_selection import ProxSGD
@@ -114,6 +114,12 @@ def test_the_parties_serve_exactly_the_protocols_operations():
     assert {op.message_type for op in REGISTERED} == {op.name for op in OPERATIONS}
     assert all(REGISTERED[op.name].operation is op for op in OPERATIONS)
     assert INFO in OPERATIONS
+    # the ClientApp imports each operation's module on its first message: the table is right
+    homes = {op.name: module for module, ops in HOMES.items() for op in ops}
+    assert sorted(homes) == sorted(op.name for op in OPERATIONS)
+    for op in OPERATIONS:
+        assert REGISTERED[op.name].fn.__module__ == f"vflfs.client_app.{homes[op.name]}"
+        assert registered(op) is REGISTERED[op.name]
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:
