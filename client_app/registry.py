@@ -107,11 +107,14 @@ HOMES: dict[str, tuple[Operation, ...]] = {
 
 
 def registered(operation: Operation) -> Registered:
-    """The handler of ``operation``, importing its module (:data:`HOMES`) on first use."""
+    """The handler of ``operation``, importing its module (:data:`HOMES`) on first use.
+
+    Operations compare by name: a ClientApp shipped to a Ray actor holds copies of them.
+    """
     if operation.name not in OPERATIONS:
         import importlib
 
-        (home,) = [m for m, ops in HOMES.items() if operation in ops]
+        (home,) = [m for m, ops in HOMES.items() if operation.name in {o.name for o in ops}]
         importlib.import_module(f"{__name__.rsplit('.', 1)[0]}.{home}")
     return OPERATIONS[operation.name]
 

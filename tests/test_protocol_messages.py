@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +122,19 @@ def test_the_parties_serve_exactly_the_protocols_operations():
     for op in OPERATIONS:
         assert REGISTERED[op.name].fn.__module__ == f"vflfs.client_app.{homes[op.name]}"
         assert registered(op) is REGISTERED[op.name]
+
+
+def test_a_fresh_process_finds_the_handler_of_a_copied_operation():
+    """A ClientApp shipped to a Ray actor holds copies of the operations; the handler's module
+    is still found (by the operation's name) on the first message."""
+    code = (
+        "import copy, sys; from vflfs.client_app.registry import registered; "
+        "from vflfs.protocol import SECURE_STEP; "
+        "assert 'vflfs.client_app.ops_secure' not in sys.modules; "
+        "print(registered(copy.deepcopy(SECURE_STEP)).fn.__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "vflfs.client_app.ops_secure", result.stderr
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:
