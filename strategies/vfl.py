@@ -5,7 +5,8 @@ Concepts, Advances and Challenges", 2024): each step the server sends batch indi
 return embeddings, the server steps its top model and returns each party the gradient of the
 loss with respect to its embedding. The gradient of step t travels with the indices of step t+1.
 With ``training.local_steps = K`` the parties embed K batches per round and apply K (slightly
-stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on validation.
+stale) gradients on the next round (FedBCD, Liu et al. 2022); :mod:`.local_steps` halves a K
+whose training loss blows up. Early stopping on validation.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, Setup
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import InteractiveLayer, make_layer
+from .local_steps import LocalSteps
 from .result import PartyReport, RunResult
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
@@ -33,6 +35,7 @@ class VFL(Strategy):
 
     name = "vfl"
     layer: InteractiveLayer  # the interactive layer: plain, or secure (strategy.secure)
+    local: LocalSteps  # the K local steps in use (lowered if they blow up)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
@@ -65,6 +68,9 @@ class VFL(Strategy):
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
+        t = self.cfg.training
+        steps = -(-len(experiment.splits.train) // int(t.batch_size))
+        self.local = LocalSteps(int(t.local_steps), steps)
         self.server = self.make_server_model(experiment)
         self.layer = make_layer(self.cfg, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
@@ -126,7 +132,9 @@ class VFL(Strategy):
         self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
     ) -> tuple[list[float], list[list[np.ndarray]]]:
         """The top model's steps on the returned embeddings, through the interactive layer;
-        the gradients for each party."""
+        the gradients for each party (batch k's from the top model after its first k steps:
+        with K local steps, later batches carry what the top model learnt from earlier ones;
+        docs/deployment.md compares taking all K before the steps)."""
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
@@ -246,7 +254,7 @@ class VFL(Strategy):
         pending, so a strategy may do something else and call this again from ``stop``).
         """
         t = self.cfg.training
-        k, size = int(t.local_steps), int(t.batch_size)
+        size = int(t.batch_size)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
         for epoch in range(first, stop + 1):
@@ -254,10 +262,14 @@ class VFL(Strategy):
             batches = (
                 [] if last else epoch_batches(experiment.splits.train, size, experiment.seed, epoch)
             )
-            for r, group in enumerate(chunked(batches, k) or [[]]):
+            groups = chunked(batches, self.local.k) or [[]]
+            r = done = 0  # rounds and batches of the epoch sent so far
+            while r < len(groups):
+                group = groups[r]
                 closing = epoch > first and r == 0
                 # the parties draw the same batches from the training rows given at setup
-                plan = BatchPlan(experiment.seed, epoch, size, r * k, len(group)) if group else None
+                plan = BatchPlan(experiment.seed, epoch, size, done, len(group)) if group else None
+                done += len(group)
                 with federation.traffic.in_phase("training"):
                     replies = self.exchange(federation, grads, plan, evaluate=closing)
                 if closing and self.close_epoch(
@@ -271,9 +283,13 @@ class VFL(Strategy):
                     return True
                 if closing:
                     losses = []
+                    # The rest of the epoch in rounds of the K now in use (the guard may
+                    # have lowered it at this epoch's close).
+                    groups = [group, *chunked(batches[len(group) :], self.local.k)]
                 with federation.traffic.in_phase("training"):
                     step_losses, grads = self.server_steps(experiment, replies, group)
                 losses += step_losses
+                r += 1
         return False
 
     def close_epoch(
@@ -315,6 +331,9 @@ class VFL(Strategy):
         }
         result.history.append(row)
         result.extra["analytic_mb"] = row["analytic_mb"]
+        if self.local.requested > 1:
+            self.local.after_epoch(epoch, row["train_loss"])
+            result.extra["local_steps"] = self.local.record()
         if result.best["epoch"] == epoch:
             result.snapshot_best()
         if on_epoch is not None:
