@@ -51,6 +51,7 @@ class Submission:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vflfs submit",
+        allow_abbrev=False,  # the rest of the line is flwr run's
         description="Submit a run with `flwr run` (same arguments), stream its log, and exit "
         f"with its outcome: {EXIT_COMPLETED} completed, {EXIT_FAILED} failed, {EXIT_STOPPED} "
         f"stopped, {EXIT_LOST} SuperLink lost, {EXIT_NOT_SUBMITTED} not submitted.",

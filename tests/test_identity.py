@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 
 from vflfs.client_app.app import app as client_app
-from vflfs.federation import LocalGrid
-from vflfs.federation.identity import IDENTIFY, KeyFileError
+from vflfs.federation import DOWN, UP, LocalGrid, decode
+from vflfs.federation.identity import IDENTIFY, NONCE, KeyFileError
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.keygen import main as keygen_main
-from vflfs.server_app.identity import IdentityError
+from vflfs.server_app.identity import IdentityError, _check_signature, party_keys
 from vflfs.server_app.run import run_experiment
 
 from helpers import TINY, split_files
 
 PARTS = f"{TINY} split.num_parties=2 training.epochs=1"
+RUN_ID = 7
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +36,13 @@ def parties(tmp_path_factory):
     return manifest, {n.rsplit("/", 1)[1]: n for n in names}
 
 
-def run_with_keys(manifest, out, listed, held, data=None, extra="", operations=None):
+def run_with_keys(manifest, out, listed, held, data=None, operations=None, observer=None):
     """A run whose server lists ``listed`` public keys and whose nodes hold ``held`` private
     keys (None: no key) and read ``data`` (default: their own files)."""
     keys = ",".join(f"{k}.pub" for k in listed)
     overrides = " ".join(manifest["server_overrides"]) + f" 'federation.party_keys=[{keys}]'"
-    cfg = compose_config(f"{overrides} {extra}")
-    grid = LocalGrid(client_app, 2)
+    cfg = compose_config(overrides)
+    grid = LocalGrid(client_app, 2, run_id=RUN_ID)
     for context in grid._state.values():
         pid = int(context.node_config["partition-id"])
         path = (data or [p["path"] for p in manifest["parties"]])[pid]
@@ -49,6 +50,7 @@ def run_with_keys(manifest, out, listed, held, data=None, extra="", operations=N
         if held[pid]:
             context.node_config["identity-key"] = f"{held[pid]}.key"
     observers = [] if operations is None else [lambda d, p, op, c: operations.append(op)]
+    observers += [observer] if observer else []
     return run_experiment(grid, cfg, out, observers=observers)
 
 
@@ -69,6 +71,26 @@ def test_parties_with_their_keys_are_accepted_before_alignment(parties, tmp_path
     # The handshake comes after the parties' info and before any of their data is asked for.
     assert ops.index(IDENTIFY) > ops.index("query.info")
     assert ops.index(IDENTIFY) < ops.index("query.align")
+
+
+def test_a_signature_holds_for_its_own_run_and_nonce_only(parties, tmp_path):
+    """A party's recorded answer cannot be replayed in another run or to another nonce."""
+    manifest, keys = parties
+    wire: dict = {}
+
+    def observer(direction, party, operation, content) -> None:
+        if operation == IDENTIFY:
+            wire[direction, party] = decode(content)
+
+    both = [keys["party_0"], keys["party_1"]]
+    run_with_keys(manifest, tmp_path / "out", both, both, observer=observer)
+    listed = party_keys(compose_config(f"'federation.party_keys=[{both[0]}.pub,{both[1]}.pub]'"), 2)
+    sent, reply = wire[DOWN, 1], wire[UP, 1]
+    _check_signature(1, reply, listed, RUN_ID, sent[NONCE])  # the run's own: accepted
+    with pytest.raises(IdentityError, match="does not verify"):
+        _check_signature(1, reply, listed, RUN_ID + 1, sent[NONCE])
+    with pytest.raises(IdentityError, match="does not verify"):
+        _check_signature(1, reply, listed, RUN_ID, bytes(32))
 
 
 def test_a_wrong_key_is_refused_before_any_data_leaves(parties, tmp_path):

@@ -67,8 +67,8 @@ def test_a_refused_submission_has_its_own_exit_code(deployment, tmp_path):
 def test_a_lost_superlink_exits_with_its_code_and_leaves_error_txt(party_files, tmp_path):
     with start_deployment(tmp_path / "stack", party_files) as stack:
         out = tmp_path / "out"
-        extra = "training.epochs=40 training.local_steps=1"
-        args = [tool("vflfs"), "submit", "--poll", "1", "--lost-after", "15", ".",
+        extra = "training.epochs=40 training.local_steps=1 deployment.superlink_timeout=10"
+        args = [tool("vflfs"), "submit", "--poll", "1", "--lost-after", "45", ".",
                 stack.connection, "-c", run_config(party_files, out, extra)]  # fmt: skip
         proc = subprocess.Popen(
             args, env=stack.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -81,11 +81,12 @@ def test_a_lost_superlink_exits_with_its_code_and_leaves_error_txt(party_files, 
                 assert time.monotonic() < deadline and proc.poll() is None, node.log()
                 time.sleep(1)
             os.kill(stack.superlink.proc.pid, signal.SIGKILL)
+            stack.superlink.proc.wait(30)
             output, _ = proc.communicate(timeout=180)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         assert proc.returncode == EXIT_LOST, output
         error = (out / "error.txt").read_text()
-        assert "Flower ended the ServerApp before the run finished" in error, error
+        assert "the SuperLink (127.0.0.1:" in error and "refused connections" in error, error
         assert not (out / "results.json").exists()
