@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vflfs.client_app.app import app as client_app
-from vflfs.federation import DOWN, UP, LocalGrid, decode
+from vflfs.federation import DOWN, UP, LocalGrid, PartyError, decode
 from vflfs.federation.identity import IDENTIFY, NONCE, KeyFileError
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.keygen import main as keygen_main
@@ -130,6 +130,16 @@ def test_a_duplicated_party_file_is_refused(parties, tmp_path):
     data = [manifest["parties"][0]["path"], str(copy)]
     with pytest.raises(IdentityError, match="parties 0 and 1 hold the same data"):
         run_with_keys(manifest, tmp_path / "out", both, both, data=data)
+
+
+def test_a_second_node_answering_for_a_partition_is_refused(parties, tmp_path):
+    manifest, keys = parties
+    cfg = compose_config(" ".join(manifest["server_overrides"]))
+    grid = LocalGrid(client_app, 2)
+    for context in grid._state.values():
+        context.node_config["partition-id"] = 1  # both nodes claim partition 1
+    with pytest.raises(PartyError, match=r"reports partition-id 1 as node \d+ does.*fix: stop"):
+        run_experiment(grid, cfg, tmp_path / "out")
 
 
 def test_the_key_list_is_checked(parties, tmp_path):
