@@ -16,7 +16,14 @@ import time
 
 import pytest
 
-from vflfs.runtime.submit import EXIT_FAILED, EXIT_LOST, EXIT_NOT_SUBMITTED, parse_submission
+from vflfs.runtime.submit import (
+    EXIT_FAILED,
+    EXIT_LOST,
+    EXIT_NOT_SUBMITTED,
+    EXIT_STOPPED,
+    conclude,
+    parse_submission,
+)
 
 from deployment_stack import party_keys_override, run_config, start_deployment
 from flower_procs import REPO, run_process, tool
@@ -35,6 +42,20 @@ def test_the_submission_arguments_are_read_as_flwr_run_reads_them(tmp_path):
     assert got.superlink == "vfl" and got.output_dir == tmp_path
     assert "--stream" not in got.flwr_args and "--format" not in got.flwr_args
     assert got.flwr_args[-1] == "--federation-config=num-supernodes=2"
+
+
+def test_the_outcome_is_written_where_the_run_left_none(tmp_path):
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    assert conclude(9, None, lost, 60) == EXIT_LOST
+    assert "run 9 the SuperLink stopped answering for 60 s" in (lost / "error.txt").read_text()
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "error.txt").write_text("the ServerApp's own reason\n")
+    status = {"status": "finished:stopped", "status-details": "stopped by user"}
+    assert conclude(9, status, stopped, 60) == EXIT_STOPPED
+    assert (stopped / "error.txt").read_text() == "the ServerApp's own reason\n"
+    assert conclude(9, {"status": "finished:completed"}, tmp_path / "absent", 60) == 0
 
 
 def test_a_completed_run_exits_0_after_every_party_proved_its_key(
