@@ -185,7 +185,8 @@ def conclude(run_id: int, status: dict | None, out: Path | None, lost_after: flo
     else:
         name = str(status.get("status"))
         code = EXIT_CODES.get(name, EXIT_FAILED)
-        text = f"{name}: {status.get('status-details') or 'no details'}"
+        details = status.get("status-details")
+        text = f"{name}: {details}" if details else name
     print(f"vflfs submit: run {run_id} {text} (exit {code})", file=sys.stderr)
     if code != EXIT_COMPLETED and out is not None and _no_outcome(out):
         write_atomic(out / ERROR, f"RunEnded: run {run_id} {text}\n")
