@@ -34,6 +34,7 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ from vflfs.federation import Federation
 from vflfs.federation.payload import encode
 from vflfs.ml.models import BottomSpec, TopSpec
 from vflfs.ml.reference import SplitModel
+from vflfs.protocol import INFO, STEP, Body, InfoReply, Operation
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.simulation import backend_config, simulate
 from vflfs.server_app.experiment import Experiment
@@ -58,17 +60,27 @@ TARGET_ECHO = 0.8  # (c)/(b)
 TARGET_FLOOR = 0.3  # (d)/(a)
 EMBEDDING_SHAPE = (128, 16)
 
+
 # -- (b) the echo ClientApp (module level, so Ray's workers can import it) ---------------------
+@dataclass(frozen=True)
+class Echo(Body):
+    """The echo's request and reply: one embedding-sized array."""
+
+    embedding: np.ndarray
+
+
+ECHO = Operation(STEP.name, Echo, Echo)  # a step-sized round-trip without a step's work
 echo_app = ClientApp()
 
 
-@echo_app.query("info")
+@echo_app.query(INFO.action)
 def echo_info(msg: Message, context: Context) -> Message:
     """Report the partition id, as Federation.connect expects."""
-    return Message(encode({"partition_id": int(context.node_config["partition-id"])}), reply_to=msg)
+    reply = InfoReply(partition_id=int(context.node_config["partition-id"]))
+    return Message(encode(reply.to_payload()), reply_to=msg)
 
 
-@echo_app.train("step")
+@echo_app.train(ECHO.action)
 def echo_step(msg: Message, context: Context) -> Message:
     """Send the payload straight back."""
     return Message(msg.content, reply_to=msg)
@@ -135,7 +147,7 @@ def measure_floor(cfg: DictConfig, epochs: int, repeats: int = 5) -> dict:
 def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
     """Round-trips/s of a 128x16 float32 echo to every party, over the same Federation loop."""
     parties = int(cfg.split.num_parties)
-    payload = {"embedding": np.random.default_rng(0).random(EMBEDDING_SHAPE, dtype=np.float32)}
+    payload = Echo(np.random.default_rng(0).random(EMBEDDING_SHAPE, dtype=np.float32))
     out: dict = {}
     server_app = ServerApp()
 
@@ -144,12 +156,12 @@ def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
         federation = Federation(grid, parties, poll_interval=float(cfg.federation.poll_interval))
         federation.connect()
         for _ in range(warmup):
-            federation.send("train.step", dict.fromkeys(range(parties), payload))
+            federation.send(ECHO, dict.fromkeys(range(parties), payload))
         start = time.perf_counter()
         for _ in range(steps):
-            replies = federation.send("train.step", dict.fromkeys(range(parties), payload))
+            replies = federation.send(ECHO, dict.fromkeys(range(parties), payload))
         wall = time.perf_counter() - start
-        assert all(np.array_equal(r["embedding"], payload["embedding"]) for r in replies.values())
+        assert all(np.array_equal(r.embedding, payload.embedding) for r in replies.values())
         out.update(steps=steps, wall_s=wall, steps_per_s=steps / wall)
 
     run_in_process(server_app, echo_app, cfg)

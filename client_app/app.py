@@ -16,9 +16,15 @@ def _handler(op: Registered):
     def handle(msg: Message, context: Context) -> Message:
         session = Session(context)
         try:
-            reply = op.fn(session, decode(msg.content))
+            request = op.operation.request.from_payload(decode(msg.content))
+            reply = op.fn(session, request)
+            if not isinstance(reply, op.operation.reply):
+                raise TypeError(
+                    f"{op.message_type!r} answered a {type(reply).__name__}, not its "
+                    f"{op.operation.reply.__name__}"
+                )
             session.save()
-            return Message(encode(reply), reply_to=msg)
+            return Message(encode(reply.to_payload()), reply_to=msg)
         except Exception as error:  # noqa: BLE001 - reported to the server, which raises
             session.discard()
             report = report_failure(context, op.message_type, error)
@@ -33,9 +39,8 @@ def build_client_app() -> ClientApp:
     load_operations()
     client_app = ClientApp()
     for op in OPERATIONS:
-        category, action = op.message_type.split(".")
-        register = getattr(client_app, category)
-        register(action)(_handler(op))
+        register = getattr(client_app, op.operation.category)
+        register(op.operation.action)(_handler(op))
     return client_app
 
 

@@ -21,6 +21,8 @@ import logging
 
 from flwr.app import Context
 
+from vflfs.protocol import Failure
+
 log = logging.getLogger("vflfs")
 
 
@@ -42,12 +44,8 @@ def public_message(error: BaseException, private: bool) -> str:
     return str(error)
 
 
-def report_failure(context: Context, operation: str, error: BaseException) -> dict[str, str]:
+def report_failure(context: Context, operation: str, error: BaseException) -> Failure:
     """Log ``error`` in full on this party; return what the server may see."""
     party = context.node_config.get("partition-id", "?")
     log.error("party %s: %r failed", party, operation, exc_info=error)
-    return {
-        "operation": operation,
-        "type": type(error).__name__,
-        "message": public_message(error, private_file(context)),
-    }
+    return Failure(operation, type(error).__name__, public_message(error, private_file(context)))

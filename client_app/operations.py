@@ -2,123 +2,154 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from vflfs.federation import Payload
+from vflfs.protocol import (
+    IMPORTANCE,
+    INFO,
+    KEEP,
+    PENALTY,
+    SELECTION,
+    SETUP,
+    STEP,
+    Empty,
+    ImportanceReply,
+    InfoReply,
+    KeepRequest,
+    Kept,
+    PenaltyRequest,
+    SelectionReply,
+    SetupReply,
+    SetupRequest,
+    StepReply,
+    StepRequest,
+)
 
 from .ops_align import local_spec
+from .party import Party
 from .registry import OPERATIONS
 from .session import Session
 
 
-@OPERATIONS.operation("query.info")
-def info(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(INFO)
+def info(session: Session, request: Empty) -> InfoReply:
     """Who this party is: its partition id, and what hardware it has."""
-    return {
-        "partition_id": session.partition_id,
-        "num_partitions": session.num_partitions,
-        "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
-    }
+    return InfoReply(
+        partition_id=session.partition_id,
+        num_partitions=session.num_partitions,
+        cuda_devices=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    )
 
 
-@OPERATIONS.operation("query.setup")
-def setup(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(SETUP)
+def setup(session: Session, request: SetupRequest) -> SetupReply:
     """Build the party's data view and bottom model from the server's instructions.
 
     A party with its own file (node config ``data-path``) reads its features from it, at the
     aligned rows the server sends; its node config ``device`` overrides the run's.
     """
-    spec = json.loads(payload["spec"])
+    spec = request.spec
     if int(spec["index"]) != session.partition_id:
         raise ValueError(
             f"setup for party {spec['index']} reached the node with partition-id "
             f"{session.partition_id}"
         )
     spec = local_spec(session, spec)
-    rows = {"train": np.asarray(payload["train_rows"]), "eval": np.asarray(payload["eval_rows"])}
-    party = session.create(spec, payload["nonce"], rows)
-    return {
-        "n_features": party.n_features,
-        "spurious": np.flatnonzero(party.data.spurious).astype(np.int64),
-        "device": str(party.device),
-    }
+    rows = {"train": np.asarray(request.train_rows), "eval": np.asarray(request.eval_rows)}
+    party = session.create(spec, request.nonce, rows)
+    return SetupReply(
+        n_features=party.n_features,
+        spurious=np.flatnonzero(party.data.spurious).astype(np.int64),
+        device=str(party.device),
+    )
 
 
-@OPERATIONS.operation("train.step")
-def step(session: Session, payload: Payload) -> Payload:
+@dataclass(frozen=True)
+class Advanced:
+    """What a step leaves the party to send: per next batch its training-mode embedding and
+    embedding-gate mask (None without gates); at an epoch boundary, the evaluation rows'
+    embeddings, their mask and the features the model uses."""
+
+    embeddings: list[np.ndarray]
+    masks: list[np.ndarray] | None
+    eval_embeddings: np.ndarray | None = None
+    eval_open: np.ndarray | None = None
+    selected: np.ndarray | None = None
+
+
+def advance(session: Session, grads: list[np.ndarray], batches: list, evaluate: bool) -> Advanced:
+    """Apply the gradients of the last batches, then embed the next ones (and, with
+    ``evaluate``, the evaluation rows given at setup, after the update)."""
+    party = session.party
+    party.apply_pending(grads)
+    out = party.embed_batches([np.asarray(b) for b in batches])
+    session.changed = True
+    masks = [m for _, m in out] if out and out[0][1] is not None else None
+    advanced = Advanced([e for e, _ in out], masks)
+    if not evaluate:
+        return advanced
+    embeddings, mask = party.embed(party.eval_rows)
+    return Advanced(advanced.embeddings, masks, embeddings, mask, party.selected())
+
+
+@OPERATIONS.operation(STEP)
+def step(session: Session, request: StepRequest) -> StepReply:
     """Apply the gradients of the last batches, then embed the next ones (one round-trip).
 
-    Payload: ``grads`` (one array per pending batch, possibly empty), ``batches`` (row indices
-    of the next K batches, possibly empty) and ``evaluate`` (also return evaluation-mode
-    embeddings of the evaluation rows given at setup, after the update). With embedding gates,
-    embeddings carry only the open components and an ``open`` mask per batch.
+    With embedding gates, embeddings carry only the open components and an ``open`` mask per
+    batch.
     """
-    party = session.party
-    party.apply_pending(payload.get("grads") or [])
-    out = party.embed_batches([np.asarray(b) for b in payload.get("batches") or []])
-    session.changed = True
-    reply: Payload = {}
-    if out:
-        reply["embeddings"] = [e for e, _ in out]
-        if out[0][1] is not None:
-            reply["open"] = [m for _, m in out]
-    if payload.get("evaluate"):
-        reply.update(_evaluation(party))
-    return reply
+    out = advance(session, request.grads, request.batches, request.evaluate)
+    return StepReply(
+        embeddings=out.embeddings or None,
+        open=out.masks,
+        eval_embeddings=out.eval_embeddings,
+        eval_open=out.eval_open,
+        selected=out.selected,
+    )
 
 
-def _evaluation(party) -> Payload:
-    embeddings, mask = party.embed(party.eval_rows)
-    reply: Payload = {"eval_embeddings": embeddings, "selected": party.selected()}
-    if mask is not None:
-        reply["eval_open"] = mask
-    return reply
-
-
-@OPERATIONS.operation("query.embed")
-def embed(session: Session, payload: Payload) -> Payload:
-    """Evaluation-mode embeddings of many rows at once (forward only)."""
-    embeddings, mask = session.party.embed(np.asarray(payload["rows"]))
-    return {"embeddings": embeddings} if mask is None else {"embeddings": embeddings, "open": mask}
-
-
-@OPERATIONS.operation("query.importance")
-def importance(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(IMPORTANCE)
+def importance(session: Session, request: Empty) -> ImportanceReply:
     """How much the party's model uses each of its input features."""
     kind, values = session.party.importance()
-    return {"kind": kind, "values": values.astype(np.float32)}
+    return ImportanceReply(kind=kind, values=values.astype(np.float32))
 
 
-@OPERATIONS.operation("train.keep")
-def keep(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(KEEP)
+def keep(session: Session, request: KeepRequest) -> Kept:
     """Remove features and/or embedding components for good (indices into the full sets).
 
-    Payload: ``features`` and/or ``components`` (int arrays of what to keep). The party's
-    layers shrink, so removed columns are no longer computed or sent.
+    The party's layers shrink, so removed columns are no longer computed or sent.
     """
     party = session.party
-    party.keep(payload.get("features"), payload.get("components"))
+    party.keep(request.features, request.components)
     session.changed = True
-    return {"features": party.features, "components": party.components}
+    return kept(party)
 
 
-@OPERATIONS.operation("train.penalty")
-def penalty(session: Session, payload: Payload) -> Payload:
+def kept(party: Party) -> Kept:
+    """The features and components ``party`` uses now."""
+    return Kept(features=party.features.astype(np.int64), components=party.components)
+
+
+@OPERATIONS.operation(PENALTY)
+def penalty(session: Session, request: PenaltyRequest) -> Empty:
     """Move to a regularisation path's next point: every gate lambda and the prox lambda are
     the setup's values times ``scale``."""
     party = session.party
-    scale = float(payload["scale"])
+    scale = float(request.scale)
     party.set_penalty(scale)
     session.spec["penalty_scale"] = scale
     session.changed = True
-    return {}
+    return Empty()
 
 
-@OPERATIONS.operation("query.selection")
-def selection(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(SELECTION)
+def selection(session: Session, request: Empty) -> SelectionReply:
     """The features the party's model uses now, and the embedding components it sends."""
     party = session.party
-    return {"selected": party.selected(), "components": party.open_components()}
+    return SelectionReply(selected=party.selected(), components=party.open_components())

@@ -21,9 +21,9 @@ from flwr.app import ArrayRecord, ConfigRecord
 from vflfs.datasets.alignment import check_points, new_key, party_blinding
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.party_files import load_party_file
-from vflfs.federation import Payload
 from vflfs.federation.payload import from_array, to_array
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import ALIGN, SETUP, AlignReply, AlignRequest
 
 from .registry import OPERATIONS
 from .session import Session
@@ -37,9 +37,9 @@ def _node(session: Session, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
-def _source(session: Session, payload: Payload) -> dict[str, str]:
+def _source(session: Session, request: AlignRequest) -> dict[str, str]:
     """The party's file: its node config's ``data-path``, else the server's fallback path."""
-    path = _node(session, "data-path") or payload.get("path")
+    path = _node(session, "data-path") or request.path
     if not path:
         message = (
             f"party {session.partition_id} has no data file; fix: start its SuperNode with "
@@ -55,13 +55,13 @@ def _source(session: Session, payload: Payload) -> dict[str, str]:
         )
     return {
         "path": str(Path(path).expanduser()),
-        "id_column": _node(session, "id-column") or str(payload.get("id_column") or "id"),
+        "id_column": _node(session, "id-column") or str(request.id_column or "id"),
         "cache_dir": _node(session, "cache-dir") or "",
     }
 
 
-@OPERATIONS.operation("query.align")
-def align(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(ALIGN)
+def align(session: Session, request: AlignRequest) -> AlignReply:
     """This party's step of the private set intersection, with a fresh secret key: the
     server's blinded IDs raised to that key, its own blinded IDs sorted by value, and its column
     count (:mod:`vflfs.datasets.alignment`).
@@ -69,16 +69,16 @@ def align(session: Session, payload: Payload) -> Payload:
     The party remembers which file it aligned and which row stands behind each position of its
     sorted list; the server's setup then names the positions of its aligned samples.
     """
-    source = _source(session, payload)
+    source = _source(session, request)
     table = load_party_file(source["path"], source["id_column"], source["cache_dir"] or None)
-    server_points = check_points(payload["labels"], None, "the server", None)
-    workers = resolve_workers(payload.get("workers"))
+    server_points = check_points(request.labels, None, "the server", None)
+    workers = resolve_workers(request.workers)
     blinding = party_blinding(new_key(), server_points, table.ids, workers)
     session.context.state[ALIGNED] = ConfigRecord(
-        {**source, "alignment": str(payload["alignment"]), "n_rows": int(len(table.ids))}
+        {**source, "alignment": str(request.alignment), "n_rows": int(len(table.ids))}
     )
     session.context.state[ORDER] = ArrayRecord({"order": to_array(blinding.order)})
-    return {"labels": blinding.labels, "ids": blinding.own, "n_features": table.n_features}
+    return AlignReply(labels=blinding.labels, ids=blinding.own, n_features=table.n_features)
 
 
 def _rows(session: Session, positions: list[int]) -> list[int]:
@@ -104,7 +104,7 @@ def local_spec(session: Session, spec: dict) -> dict:
         if aligned is None or str(aligned["alignment"]) != str(data["party_file"]["alignment"]):
             message = (
                 f"party {session.partition_id} was not aligned in this run; fix: the server "
-                "must send 'query.align' before 'query.setup'"
+                f"must send {ALIGN.name!r} before {SETUP.name!r}"
             )
             raise DataError(message, public=message)
         for key in ("path", "id_column", "cache_dir"):

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from vflfs.federation import Payload
 from vflfs.ml import paillier
-from vflfs.ml.gini import GiniParams
 from vflfs.ml.gini_secure import Masked, party_combine, party_mask
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import (
+    GINI_COMBINE,
+    GINI_MASK,
+    GINI_SCORES,
+    GiniCombineReply,
+    GiniCombineRequest,
+    GiniMaskRequest,
+    MaskReply,
+    ScoresReply,
+    ScoresRequest,
+)
 
 from .registry import OPERATIONS
 from .scoring import by_feature, keep_pending, keep_scores, load_pending, mask_inputs
@@ -25,12 +34,11 @@ from .session import Session
 PENDING = "vflfs.gini.pending"
 
 
-@OPERATIONS.operation("query.gini_mask")
-def gini_mask(session: Session, payload: Payload) -> Payload:
-    """Step 1. Payload: ``public_key`` (bytes), ``labels`` ([[A]] of the training ``rows``,
-    uint8 (rows, classes - 1, bytes)), ``rows``, the ``gini_*`` parameters, ``workers``."""
-    given = mask_inputs(session, payload)
-    key, params = given.key, GiniParams.from_payload(payload)
+@OPERATIONS.operation(GINI_MASK)
+def gini_mask(session: Session, request: GiniMaskRequest) -> MaskReply:
+    """Step 1: bin, sum [[A]] per bin, mask, pack, re-randomise."""
+    given = mask_inputs(session, request)
+    key, params = given.key, request.params
     masked = party_mask(given.X, given.labels, key, params, given.workers)
     keep_pending(
         session.context,
@@ -43,16 +51,16 @@ def gini_mask(session: Session, payload: Payload) -> Payload:
         },
     )
     flat = [c for feature in masked.packed for c in feature]
-    return {"packed": paillier.to_wire(flat, key.nbytes, (len(masked.packed), params.chunks))}
+    return MaskReply(packed=paillier.to_wire(flat, key.nbytes, (len(masked.packed), params.chunks)))
 
 
-@OPERATIONS.operation("query.gini_combine")
-def gini_combine(session: Session, payload: Payload) -> Payload:
-    """Step 3. Payload: ``squares`` (uint8 (features, bins, bytes)), ``workers``."""
+@OPERATIONS.operation(GINI_COMBINE)
+def gini_combine(session: Session, request: GiniCombineRequest) -> GiniCombineReply:
+    """Step 3: [[sum_k u_ik^2]] per feature and bin into [[sum_i w_i sum_k n_ik^2]]."""
     key, pending = load_pending(
         session.context,
         PENDING,
-        "query.gini_combine before query.gini_mask: no masked values kept",
+        f"{GINI_COMBINE.name} before {GINI_MASK.name}: no masked values kept",
     )
     masked = Masked(
         packed=[],
@@ -60,16 +68,16 @@ def gini_combine(session: Session, payload: Payload) -> Payload:
         weights=np.array(pending["weights"]),
         djn=bool(pending["djn"][0]),
     )
-    squares = np.asarray(payload["squares"])
+    squares = np.asarray(request.squares)
     if squares.shape[:2] != masked.weights.shape:
         raise ValueError(f"squares of shape {squares.shape} for weights {masked.weights.shape}")
     per_feature = by_feature(squares)
-    weighted = party_combine(key, masked, per_feature, resolve_workers(payload.get("workers")))
+    weighted = party_combine(key, masked, per_feature, resolve_workers(request.workers))
     del session.context.state[PENDING]
-    return {"weighted": paillier.to_wire(weighted, key.nbytes)}
+    return GiniCombineReply(weighted=paillier.to_wire(weighted, key.nbytes))
 
 
-@OPERATIONS.operation("query.gini_scores")
-def gini_scores(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(GINI_SCORES)
+def gini_scores(session: Session, request: ScoresRequest) -> ScoresReply:
     """Step 5: the server's Gini scores of this party's own features (nobody else's)."""
-    return keep_scores(session, payload, "gini")
+    return keep_scores(session, request, "gini")

@@ -11,11 +11,22 @@ import time
 import numpy as np
 import torch
 
-from vflfs.federation import Payload
 from vflfs.federation.payload import from_array
 from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, fit_embeddings_path
 from vflfs.ml.prox import nonzero_columns
+from vflfs.protocol import (
+    LOCAL_SELECT,
+    PRUNE,
+    TRAIN_EMBEDDINGS,
+    Empty,
+    Kept,
+    LocalSelectReply,
+    LocalSelectRequest,
+    PruneRequest,
+    TrainEmbeddingsReply,
+)
 
+from .operations import kept
 from .party import Party, PartySpec
 from .registry import OPERATIONS
 from .session import Session
@@ -27,14 +38,14 @@ def _train_rows(session: Session) -> np.ndarray:
     return np.array(from_array(session.context.state[ROWS]["train"]), dtype=np.int64)
 
 
-@OPERATIONS.operation("query.train_embeddings")
-def train_embeddings(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(TRAIN_EMBEDDINGS)
+def train_embeddings(session: Session, request: Empty) -> TrainEmbeddingsReply:
     """LESS-VFL stage 2's one upload: evaluation-mode embeddings of every training row, in the
     order of the training rows given at setup (so no row index travels)."""
     embeddings, mask = session.party.embed(_train_rows(session))
     if mask is not None:
         raise ValueError("stage 2 needs the full embedding; this party has embedding gates")
-    return {"embeddings": embeddings}
+    return TrainEmbeddingsReply(embeddings=embeddings)
 
 
 def local_selection(
@@ -69,54 +80,53 @@ def local_selection(
     return {"losses": losses, "path": path}
 
 
-@OPERATIONS.operation("train.local_select")
-def local_select(session: Session, payload: Payload) -> Payload:
-    """Deliver K_m (``components``) and run stage 3 (``lam``, ``lr``, ``prox_lr``, ``epochs``,
-    ``batch_size``, ``seed``) before replying: no message is exchanged while it runs.
+@OPERATIONS.operation(LOCAL_SELECT)
+def local_select(session: Session, request: LocalSelectRequest) -> LocalSelectReply:
+    """Deliver K_m and run stage 3 before replying: no message is exchanged while it runs.
 
     The reply says when stage 3 started and ended (wall clock), its first and last proxy loss,
     and what the party kept; its layers have shrunk, so removed features and components are no
     longer computed or sent.
     """
     party = session.party
-    components = np.asarray(payload["components"], dtype=np.int64)
-    p = ProxSGD.from_dict(payload)
+    components = np.asarray(request.components, dtype=np.int64)
+    p = request.prox
     started = time.time()
     out = local_selection(
         party,
         _train_rows(session),
         components,
         p,
-        int(payload.get("path_points", 0)),
-        float(payload.get("path_tolerance", 0.05)),
+        int(request.path_points),
+        float(request.path_tolerance),
     )
     ended = time.time()
     session.changed = True
     losses = out["losses"] or [float("nan")]
-    return {
-        "started": started,
-        "ended": ended,
-        "loss_first": float(losses[0]),
-        "loss_last": float(losses[-1]),
-        "features": party.features.astype(np.int64),
-        "components": party.components.astype(np.int64),
-        "path_r2": [float(r["r2"]) for r in out["path"]],
-        "path_kept": [int(r["kept"]) for r in out["path"]],
-    }
+    return LocalSelectReply(
+        started=started,
+        ended=ended,
+        loss_first=float(losses[0]),
+        loss_last=float(losses[-1]),
+        features=party.features.astype(np.int64),
+        components=party.components.astype(np.int64),
+        path_r2=[float(r["r2"]) for r in out["path"]],
+        path_kept=[int(r["kept"]) for r in out["path"]],
+    )
 
 
-@OPERATIONS.operation("train.prune")
-def prune(session: Session, payload: Payload) -> Payload:
+@OPERATIONS.operation(PRUNE)
+def prune(session: Session, request: PruneRequest) -> Kept:
     """End a group-lasso phase: remove the features whose input column is zero (and the
     embedding components not listed in ``components``), stop the prox, and continue with the
     optimiser ``optimizer`` at learning rate ``lr``."""
     party = session.party
     spec = session.spec
     spec["prox"] = None
-    spec["optimizer"] = {"name": str(payload["optimizer"]), "lr": float(payload["lr"])}
+    spec["optimizer"] = {"name": str(request.optimizer), "lr": float(request.lr)}
     features = party.selected()
     party.spec = PartySpec.from_dict(spec)
-    components = payload.get("components")
+    components = request.components
     party.keep(features, None if components is None else np.asarray(components, np.int64))
     session.changed = True
-    return {"features": party.features.astype(np.int64), "components": party.components}
+    return kept(party)

@@ -12,13 +12,27 @@ from __future__ import annotations
 import numpy as np
 from flwr.app import ArrayRecord
 
-from vflfs.federation import Payload
 from vflfs.federation.payload import from_array as record_array
 from vflfs.federation.payload import to_array as record
 from vflfs.ml import paillier
 from vflfs.ml import secure_layer as sl
+from vflfs.protocol import (
+    SECURE_BACKWARD,
+    SECURE_FORWARD,
+    SECURE_SETUP,
+    SECURE_STEP,
+    BackwardReply,
+    BackwardRequest,
+    ForwardReply,
+    ForwardRequest,
+    SecureSetupReply,
+    SecureSetupRequest,
+    SecureStepReply,
+    SecureStepRequest,
+)
+from vflfs.protocol.secure_layer import EVAL
 
-from .operations import step
+from .operations import advance
 from .registry import OPERATIONS
 from .session import Session
 
@@ -28,7 +42,7 @@ MODES = {"plaintext": 0, "paillier": 1}
 
 def _load(session: Session) -> dict[str, np.ndarray]:
     if STATE not in session.context.state:
-        raise ValueError("secure operation before train.secure_setup")
+        raise ValueError(f"secure operation before {SECURE_SETUP.name}")
     return {k: np.array(record_array(a)) for k, a in session.context.state[STATE].items()}
 
 
@@ -47,14 +61,12 @@ def _ciphers(state: dict[str, np.ndarray]):
     )
 
 
-@OPERATIONS.operation("train.secure_setup")
-def secure_setup(session: Session, payload: Payload) -> Payload:
-    """Payload: ``mode``, ``key_bits``, ``server_key`` (bytes), ``width``, ``noise``, ``lr``,
-    ``workers`` (0: every CPU), ``randomness`` (``djn`` / ``full``). Reply: the party's public
-    key (empty in plaintext mode)."""
-    mode = str(payload["mode"])
-    randomness = str(payload.get("randomness", "djn"))
-    own = sl.make_cipher(mode, int(payload["key_bits"]), randomness=randomness)
+@OPERATIONS.operation(SECURE_SETUP)
+def secure_setup(session: Session, request: SecureSetupRequest) -> SecureSetupReply:
+    """Make the party's key pair and its share ``eps`` (zero) of the interactive weights;
+    reply with its public key (empty in plaintext mode)."""
+    mode, randomness = str(request.mode), str(request.randomness)
+    own = sl.make_cipher(mode, int(request.key_bits), randomness=randomness)
     private = getattr(own, "private", None)
     e = len(session.party.components)
     _save(
@@ -63,37 +75,43 @@ def secure_setup(session: Session, payload: Payload) -> Payload:
             "mode": np.array([MODES[mode]], np.int64),
             "p": paillier.int_bytes(private.p if private else 0),
             "q": paillier.int_bytes(private.q if private else 0),
-            "server_key": np.asarray(payload["server_key"], np.uint8),
-            "eps": np.zeros((int(payload["width"]), e), np.float64),
-            "params": np.array([float(payload["noise"]), float(payload["lr"])]),
-            "workers": np.array([int(payload.get("workers", 0))], np.int64),
+            "server_key": np.asarray(request.server_key, np.uint8),
+            "eps": np.zeros((int(request.width), e), np.float64),
+            "params": np.array([float(request.noise), float(request.lr)]),
+            "workers": np.array([int(request.workers)], np.int64),
             "rand": np.array([sl.RANDOMNESS.index(randomness)], np.int64),
         },
     )
-    return {"public_key": own.public_bytes()}
+    return SecureSetupReply(public_key=own.public_bytes())
 
 
-@OPERATIONS.operation("train.secure_step")
-def secure_step(session: Session, payload: Payload) -> Payload:
-    """``train.step`` with masked gradients down (``delta W - r``, the party adds its r) and
-    encrypted embeddings up: ``cipher`` (packed along rows) and ``cipher_t`` (along columns)
-    per batch; ``eval_cipher`` (along rows) at an epoch boundary."""
+@OPERATIONS.operation(SECURE_STEP)
+def secure_step(session: Session, request: SecureStepRequest) -> SecureStepReply:
+    """The step (:func:`~vflfs.client_app.operations.advance`) with masked gradients down
+    (``delta W - r``, the party adds its r) and encrypted embeddings up: ``cipher`` (packed
+    along rows) and ``cipher_t`` (along columns) per batch; ``eval_cipher`` (along rows) at an
+    epoch boundary."""
     state = _load(session)
     own, _ = _ciphers(state)
-    masked = payload.get("grads") or []
-    grads = [sl.party_gradient(w, sl.ints_from_wire(state[f"r{i}"])) for i, w in enumerate(masked)]
-    reply = step(session, {**payload, "grads": grads})
-    if "embeddings" in reply:
-        wires = [sl.party_encrypt(own, g) for g in reply.pop("embeddings")]
-        reply["cipher"], reply["cipher_t"] = [w[0] for w in wires], [w[1] for w in wires]
-    if "eval_embeddings" in reply:
-        reply["eval_cipher"] = sl.party_encrypt(own, reply.pop("eval_embeddings"), False)[0]
-    return reply
+    grads = [
+        sl.party_gradient(w, sl.ints_from_wire(state[f"r{i}"])) for i, w in enumerate(request.grads)
+    ]
+    out = advance(session, grads, request.batches, request.evaluate)
+    wires = [sl.party_encrypt(own, g) for g in out.embeddings]
+    evaluation = out.eval_embeddings
+    return SecureStepReply(
+        cipher=[w[0] for w in wires] or None,
+        cipher_t=[w[1] for w in wires] or None,
+        open=out.masks,
+        eval_cipher=None if evaluation is None else sl.party_encrypt(own, evaluation, False)[0],
+        eval_open=out.eval_open,
+        selected=out.selected,
+    )
 
 
 def _embedding(session: Session, which: str, k: int):
     party = session.party
-    if which == "eval":
+    if which == EVAL:
         return party.embed(party.eval_rows)
     return party.forward(party.pending[k], party.pending_seeds[k])
 
@@ -102,31 +120,29 @@ def _cols(eps: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return eps if mask is None else eps[:, np.asarray(mask, bool)]
 
 
-@OPERATIONS.operation("train.secure_forward")
-def secure_forward(session: Session, payload: Payload) -> Payload:
-    """Payload: ``y`` (one ``[[G W~^T + E_s]]`` per pending batch, or one for the evaluation
-    rows with ``which = eval``). Reply: ``z`` (``z + E_s`` each)."""
+@OPERATIONS.operation(SECURE_FORWARD)
+def secure_forward(session: Session, request: ForwardRequest) -> ForwardReply:
+    """``z + E_s`` from each ``[[G W~^T + E_s]]`` (per pending batch, or for the evaluation
+    rows)."""
     state = _load(session)
     own, _ = _ciphers(state)
-    which = str(payload.get("which", "train"))
     out = []
-    for k, wire in enumerate(payload["y"]):
-        g, open_ = _embedding(session, which, k)
+    for k, wire in enumerate(request.y):
+        g, open_ = _embedding(session, str(request.which), k)
         out.append(sl.party_forward(own, wire, g, _cols(state["eps"], open_)))
-    return {"z": out}
+    return ForwardReply(z=out)
 
 
-@OPERATIONS.operation("train.secure_backward")
-def secure_backward(session: Session, payload: Payload) -> Payload:
-    """Payload: ``gradw`` (``[[G^T delta + R]]_m``) and ``delta`` (``[[delta]]_s``) per pending
-    batch. Reply: ``gradw`` (``G^T delta + R + N``) and ``de`` (``[[delta eps + r]]_s``); the
-    party keeps r and moves ``eps`` by ``-lr N``."""
+@OPERATIONS.operation(SECURE_BACKWARD)
+def secure_backward(session: Session, request: BackwardRequest) -> BackwardReply:
+    """Per pending batch, from ``[[G^T delta + R]]_m`` and ``[[delta]]_s``: ``G^T delta + R +
+    N`` and ``[[delta eps + r]]_s``; the party keeps r and moves ``eps`` by ``-lr N``."""
     state = _load(session)
     own, server = _ciphers(state)
     noise, lr = (float(v) for v in state["params"])
     rng = np.random.default_rng()
     gradw, de = [], []
-    for k, (gw, delta) in enumerate(zip(payload["gradw"], payload["delta"], strict=True)):
+    for k, (gw, delta) in enumerate(zip(request.gradw, request.delta, strict=True)):
         g, open_ = _embedding(session, "train", k)
         cols = slice(None) if open_ is None else np.asarray(open_, bool)
         eps = state["eps"][:, cols]
@@ -136,4 +152,4 @@ def secure_backward(session: Session, payload: Payload) -> Payload:
         gradw.append(m)
         de.append(d)
     _save(session, state)
-    return {"gradw": gradw, "de": de}
+    return BackwardReply(gradw=gradw, de=de)

@@ -1,50 +1,56 @@
-"""The party side is a registry of named operations.
+"""The party side is a registry of operations.
 
-An operation is a function ``(session, payload) -> payload`` registered under a Flower
-message type (``"train.step"``, ``"query.embed"``...). :mod:`vflfs.client_app.app` exposes every
-registered operation as a ClientApp action. Core operations live in ``operations.py``; a
-strategy's own operations live in a module ``ops_<name>.py`` of this package, found at start.
+An operation's handler is a function ``(session, request) -> reply`` registered for one
+:class:`vflfs.protocol.Operation` (its typed request and reply; :mod:`vflfs.protocol`).
+:mod:`vflfs.client_app.app` exposes every registered operation as a ClientApp action. Core
+operations live in ``operations.py``; a strategy's own operations live in a module
+``ops_<name>.py`` of this package, found at start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flwr.app.metadata import validate_message_type
 
-if TYPE_CHECKING:
-    from vflfs.federation import Payload
+from vflfs.protocol import Body, Operation
 
+if TYPE_CHECKING:
     from .session import Session
 
-Operation = Callable[["Session", "Payload"], "Payload"]
+Handler = Callable[["Session", Any], Body]
 
 
 @dataclass(frozen=True)
 class Registered:
-    message_type: str
-    fn: Operation
+    operation: Operation
+    fn: Handler
+
+    @property
+    def message_type(self) -> str:
+        return self.operation.name
 
 
 class Registry:
-    """Operations by Flower message type."""
+    """Handlers by Flower message type."""
 
     def __init__(self) -> None:
         self._ops: dict[str, Registered] = {}
 
-    def operation(self, message_type: str) -> Callable[[Operation], Operation]:
-        """Decorator: register ``fn`` as the party's handler of ``message_type``."""
+    def operation(self, operation: Operation) -> Callable[[Handler], Handler]:
+        """Decorator: register ``fn`` as the party's handler of ``operation``."""
+        message_type = operation.name
         if not validate_message_type(message_type):
             raise ValueError(
                 f"invalid message type {message_type!r}: use '<train|evaluate|query>.<name>'"
             )
 
-        def register(fn: Operation) -> Operation:
+        def register(fn: Handler) -> Handler:
             if message_type in self._ops:
                 raise ValueError(f"operation {message_type!r} is already registered")
-            self._ops[message_type] = Registered(message_type, fn)
+            self._ops[message_type] = Registered(operation, fn)
             return fn
 
         return register

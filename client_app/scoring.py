@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.app import ArrayRecord, Context
 
-from vflfs.federation import Payload
 from vflfs.federation.payload import from_array as record_array
 from vflfs.federation.payload import to_array as record
 from vflfs.ml import paillier
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import MaskRequest, ScoresReply, ScoresRequest
 
 from .session import Session
 
@@ -34,13 +34,13 @@ class MaskInputs:
     workers: int  # CPU workers for the Paillier operations
 
 
-def mask_inputs(session: Session, payload: Payload) -> MaskInputs:
-    """The first step's payload (``public_key``, ``labels``, ``rows``, ``workers``), read."""
+def mask_inputs(session: Session, request: MaskRequest) -> MaskInputs:
+    """The first step's request, read."""
     return MaskInputs(
-        key=paillier.PublicKey.from_bytes(payload["public_key"]),
-        X=training_view(session, payload["rows"]),
-        labels=paillier.ciphertexts(payload["labels"]),
-        workers=resolve_workers(payload.get("workers")),
+        key=paillier.PublicKey.from_bytes(request.public_key),
+        X=training_view(session, request.rows),
+        labels=paillier.ciphertexts(request.labels),
+        workers=resolve_workers(request.workers),
     )
 
 
@@ -81,11 +81,11 @@ def by_feature(array: np.ndarray) -> list[list]:
     return [flat[f * per : (f + 1) * per] for f in range(array.shape[0])]
 
 
-def keep_scores(session: Session, payload: Payload, kind: str) -> Payload:
-    """The last step: keep the server's ``scores`` of this party's own features."""
-    scores = np.asarray(payload["scores"], dtype=np.float64)
+def keep_scores(session: Session, request: ScoresRequest, kind: str) -> ScoresReply:
+    """The last step: keep the server's scores of this party's own features."""
+    scores = np.asarray(request.scores, dtype=np.float64)
     store_scores(session.context, kind, scores)
-    return {"features": int(scores.size)}
+    return ScoresReply(features=int(scores.size))
 
 
 def store_scores(context: Context, kind: str, scores: np.ndarray) -> None:

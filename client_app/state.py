@@ -14,6 +14,7 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context
 
 from vflfs.federation.payload import from_array, to_array
+from vflfs.protocol import SETUP
 
 from .data import party_data
 from .party import Party, PartySpec
@@ -55,7 +56,8 @@ def restore(context: Context) -> tuple[Party, dict, str]:
     meta = context.state.get(META)
     if meta is None:
         raise PartyNotReady(
-            "this party has not been set up in this run; the server must send 'query.setup' "
+            "this party has not been set up in this run; the server must send "
+            f"{SETUP.name!r} "
             "before any other operation"
         )
     nonce, version = str(meta["nonce"]), int(meta["version"])

@@ -1,7 +1,8 @@
 """The server's view of the parties: send a request, gather the replies.
 
-Strategies call :meth:`Federation.broadcast` and :meth:`Federation.send` with plain payloads
-and never build Flower messages themselves. The federation runs over any Flower ``Grid``:
+Strategies call :meth:`Federation.broadcast` and :meth:`Federation.send` with an operation of
+:mod:`vflfs.protocol` and its typed requests, get its typed replies, and never build Flower
+messages themselves. The federation runs over any Flower ``Grid``:
 the simulation engine's, the deployment engine's, or :class:`~vflfs.federation.LocalGrid`.
 """
 
@@ -10,23 +11,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from itertools import count
+from typing import TypeVar
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
-from .payload import Payload, decode, decode_error, encode
+from vflfs.protocol import INFO, Body, InfoReply, Operation, ProtocolError
+
+from .payload import decode, decode_error, encode
 from .traffic import DOWN, UP, Traffic
 
 Observer = Callable[[str, int, str, RecordDict], None]
-"""Called with (direction, party index, operation, content) for every message."""
+"""Called with (direction, party index, operation name, content) for every message."""
 
-INFO = "query.info"
+Req = TypeVar("Req", bound=Body)
+Rep = TypeVar("Rep", bound=Body)
 
 
 class PartyError(RuntimeError):
     """A party failed, or did not answer in time. The message names the party."""
 
-    def __init__(self, party: int | None, operation: str, detail: str) -> None:
+    def __init__(self, party: int | None, operation: Operation | str, detail: str) -> None:
+        operation = str(operation)
         who = "the federation" if party is None else f"party {party}"
         super().__init__(f"{who} failed in {operation!r}: {detail}")
         self.party = party
@@ -54,11 +60,11 @@ class Federation:
         self.observers = list(observers or [])
         self.traffic = Traffic()
         self.node_ids: list[int] = []
-        self.party_info: list[Payload] = []
+        self.party_info: list[InfoReply] = []
         self._group = count()
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self) -> list[Payload]:
+    def connect(self) -> list[InfoReply]:
         """Wait for the parties' nodes, then order them by the partition id they report."""
         deadline = time.monotonic() + self.connect_timeout
         while len(nodes := sorted(self.grid.get_node_ids())) < self.num_parties:
@@ -78,10 +84,11 @@ class Federation:
                 f"{len(nodes)} nodes connected but the config has {self.num_parties} parties; "
                 "set split.num_parties to the number of SuperNodes.",
             )
-        replies = self._exchange(INFO, dict(enumerate(nodes)), dict.fromkeys(range(len(nodes)), {}))
-        by_partition: dict[int, tuple[int, Payload]] = {}
+        requests = dict.fromkeys(range(len(nodes)), INFO.request())
+        replies = self._exchange(INFO, dict(enumerate(nodes)), requests)
+        by_partition: dict[int, tuple[int, InfoReply]] = {}
         for slot, info in replies.items():
-            pid = int(info.get("partition_id", -1))
+            pid = int(info.partition_id)
             if not 0 <= pid < self.num_parties or pid in by_partition:
                 twice = f" as node {by_partition[pid][0]} does" if pid in by_partition else ""
                 raise PartyError(
@@ -98,72 +105,54 @@ class Federation:
         return self.party_info
 
     # -- requests ---------------------------------------------------------------------------
-    def broadcast(
-        self,
-        operation: str,
-        payload: Payload | None = None,
-        *,
-        reply_phases: Mapping[str, str] | None = None,
-    ) -> list[Payload]:
-        """Send the same payload to every party; replies in party order."""
-        replies = self.send(
-            operation,
-            dict.fromkeys(range(self.num_parties), payload or {}),
-            reply_phases=reply_phases,
-        )
+    def broadcast(self, operation: Operation[Req, Rep], request: Req | None = None) -> list[Rep]:
+        """Send the same request (default: the operation's request without entries) to every
+        party; replies in party order."""
+        request = operation.request() if request is None else request
+        replies = self.send(operation, dict.fromkeys(range(self.num_parties), request))
         return [replies[m] for m in range(self.num_parties)]
 
-    def send(
-        self,
-        operation: str,
-        payloads: Mapping[int, Payload],
-        *,
-        reply_phases: Mapping[str, str] | None = None,
-    ) -> dict[int, Payload]:
-        """Send each listed party its payload; replies keyed by party index.
+    def send(self, operation: Operation[Req, Rep], requests: Mapping[int, Req]) -> dict[int, Rep]:
+        """Send each listed party its request; replies keyed by party index.
 
-        Traffic counts under the current phase; ``reply_phases`` files named reply entries
+        Traffic counts under the current phase, except the reply entries the operation files
         under another phase (e.g. evaluation embeddings that ride on a training round-trip).
         """
         if not self.node_ids:
             raise PartyError(None, operation, "not connected; call connect() first")
-        nodes = {m: self.node_ids[m] for m in payloads}
-        return self._exchange(operation, nodes, payloads, reply_phases)
+        nodes = {m: self.node_ids[m] for m in requests}
+        return self._exchange(operation, nodes, requests)
 
     def _exchange(
-        self,
-        operation: str,
-        nodes: Mapping[int, int],
-        payloads: Mapping[int, Payload],
-        reply_phases: Mapping[str, str] | None = None,
-    ) -> dict[int, Payload]:
+        self, operation: Operation[Req, Rep], nodes: Mapping[int, int], requests: Mapping[int, Req]
+    ) -> dict[int, Rep]:
         group = str(next(self._group))
         sent: dict[str, int] = {}
         messages = []
         for party, node in nodes.items():
-            content = encode(payloads[party])
-            message = Message(content, dst_node_id=node, message_type=operation, group_id=group)
+            content = encode(requests[party].to_payload())
+            message = Message(
+                content, dst_node_id=node, message_type=operation.name, group_id=group
+            )
             self.traffic.record(message, DOWN)
-            self._notify(DOWN, party, operation, content)
+            self._notify(DOWN, party, operation.name, content)
             messages.append((party, message))
         for (party, _), mid in zip(
             messages, self.grid.push_messages([m for _, m in messages]), strict=True
         ):
             sent[mid] = party
-        replies = self._gather(operation, sent, reply_phases or {})
+        replies = self._gather(operation, sent)
         self.traffic.round_trips[self.traffic.phase] += 1
         return replies
 
-    def _gather(
-        self, operation: str, sent: dict[str, int], reply_phases: Mapping[str, str]
-    ) -> dict[int, Payload]:
+    def _gather(self, operation: Operation[Req, Rep], sent: dict[str, int]) -> dict[int, Rep]:
         waiting = dict(sent)
-        replies: dict[int, Payload] = {}
+        replies: dict[int, Rep] = {}
         deadline = time.monotonic() + self.timeout
         while waiting:
             for reply in self.grid.pull_messages(list(waiting)):
                 party = waiting.pop(reply.metadata.reply_to_message_id)
-                replies[party] = self._unpack(party, operation, reply, reply_phases)
+                replies[party] = self._unpack(party, operation, reply)
             if waiting:
                 if time.monotonic() > deadline:
                     missing = ", ".join(f"party {p}" for p in sorted(waiting.values()))
@@ -176,19 +165,20 @@ class Federation:
                 time.sleep(self.poll_interval)
         return {party: replies[party] for party in sorted(replies)}  # party order, not arrival
 
-    def _unpack(
-        self, party: int, operation: str, reply: Message, reply_phases: Mapping[str, str]
-    ) -> Payload:
+    def _unpack(self, party: int, operation: Operation[Req, Rep], reply: Message) -> Rep:
         if reply.has_error():
             raise PartyError(
                 party, operation, f"Flower error {reply.error.code}: {reply.error.reason}"
             )
-        self.traffic.record(reply, UP, reply_phases)
-        self._notify(UP, party, operation, reply.content)
+        self.traffic.record(reply, UP, dict(operation.reply_phases))
+        self._notify(UP, party, operation.name, reply.content)
         error = decode_error(reply.content)
         if error is not None:
-            raise PartyError(party, operation, f"{error['type']}: {error['message']}")
-        return decode(reply.content)
+            raise PartyError(party, operation, f"{error.type}: {error.message}")
+        try:
+            return operation.reply.from_payload(decode(reply.content))
+        except ProtocolError as bad:
+            raise PartyError(party, operation, str(bad)) from bad
 
     def _notify(self, direction: str, party: int, operation: str, content: RecordDict) -> None:
         for observer in self.observers:

@@ -1,8 +1,8 @@
 """Plain Python payloads <-> Flower ``RecordDict``.
 
-Strategies and party operations speak in payloads: flat dicts whose values are numpy arrays,
-lists of numpy arrays, or config scalars (int, float, str, bytes, bool and lists of these).
-This module is the only place that turns them into Flower records and back.
+The protocol's messages (:mod:`vflfs.protocol`) travel as payloads: flat dicts whose values are
+numpy arrays, lists of numpy arrays, or config scalars (int, float, str, bytes, bool and lists of
+these). This module is the only place that turns them into Flower records and back.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-Payload = dict[str, Any]
+from vflfs.protocol.body import Payload
+from vflfs.protocol.failure import Failure
 
 ARRAYS = "arrays"
 CONFIG = "config"
@@ -81,14 +82,14 @@ def decode(records: RecordDict) -> Payload:
     return payload
 
 
-def encode_error(report: dict[str, str]) -> RecordDict:
-    """The reply a party sends when an operation fails: ``operation``, ``type`` and ``message``
-    (what the party lets the server see; :mod:`vflfs.client_app.errors`)."""
-    return RecordDict({ERROR: ConfigRecord({k: str(v) for k, v in report.items()})})
+def encode_error(failure: Failure) -> RecordDict:
+    """The reply a party sends when an operation fails (what the party lets the server see;
+    :mod:`vflfs.client_app.errors`)."""
+    return RecordDict({ERROR: ConfigRecord(failure.to_payload())})
 
 
-def decode_error(records: RecordDict) -> dict[str, str] | None:
-    """The error a party reported, or ``None``."""
+def decode_error(records: RecordDict) -> Failure | None:
+    """The failure a party reported, or ``None``."""
     if ERROR not in records:
         return None
-    return {k: str(v) for k, v in records[ERROR].items()}
+    return Failure.from_payload({k: str(v) for k, v in records[ERROR].items()})

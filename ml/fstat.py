@@ -18,7 +18,7 @@ V = omega (N sum_k v_k S_k^2 - L S^2) ~ 2^E M L rho, exact to a relative 2^-(E+1
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -110,13 +110,6 @@ class FStatParams:
     def rho(self, value: int, scale: int) -> float:
         """The server's rho = V / (2^E M L) from the decrypted V and its L."""
         return int(value) / ((self.bound * int(scale)) << self.weight_bits)
-
-    def to_payload(self) -> dict:
-        return {f"fstat_{k}": int(v) for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_payload(cls, payload: dict) -> FStatParams:
-        return cls(**{k: int(payload[f"fstat_{k}"]) for k in cls.__dataclass_fields__})
 
 
 def fstat_value(

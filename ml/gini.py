@@ -15,7 +15,7 @@ is at most N / 2^(F+1) (each |w_i - 2^F/|U_i|| <= 1/2 and sum_i |U_i|^2 <= N^2).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -138,10 +138,3 @@ class GiniParams:
     @property
     def chunks(self) -> int:
         return -(-self.slots // self.per_ct)
-
-    def to_payload(self) -> dict:
-        return {f"gini_{k}": int(v) for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_payload(cls, payload: dict) -> GiniParams:
-        return cls(**{k: int(payload[f"gini_{k}"]) for k in cls.__dataclass_fields__})

@@ -106,8 +106,11 @@ class TopModel(nn.Module):
             self.head = nn.Sequential()
 
     def forward(self, embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
-        z = sum(layer(e) for layer, e in zip(self.interactive, embeddings, strict=True))
-        return self.head(z)
+        return self.head(self.interact(embeddings))
+
+    def interact(self, embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The interactive layer's output: the parties' linear maps, summed (the head's input)."""
+        return sum(layer(e) for layer, e in zip(self.interactive, embeddings, strict=True))
 
 
 def seeded(seed: int, build, *args, **kwargs):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -58,22 +58,35 @@ class ServerModel:
         layer.in_features = len(cols)
         self.reset_optimizer()
 
-    def _inputs(self, embeddings: Sequence[np.ndarray], grad: bool) -> list[torch.Tensor]:
+    def tensors(self, embeddings: Sequence[np.ndarray], grad: bool) -> list[torch.Tensor]:
+        """The embeddings as tensors on the model's device (leaves that keep their gradient)."""
         return [
             torch.tensor(np.asarray(e), device=self.device).requires_grad_(grad) for e in embeddings
         ]
 
     def step(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, list]:
         """One top-model step; returns the loss and dL/dg_m for each party's embedding."""
-        inputs = self._inputs(embeddings, grad=True)
+        inputs = self.tensors(embeddings, grad=True)
+        self.model.train()
+        loss = self.head_step(self.model.interact(inputs), y)
+        return loss, [e.grad.cpu().numpy() for e in inputs]
+
+    def head_step(
+        self, z: torch.Tensor, y: np.ndarray, update: Callable[[], None] | None = None
+    ) -> float:
+        """One step of the top model from the interactive layer's output ``z``: backward,
+        the optimiser's step, the layer's own ``update`` (a layer whose weights the optimiser
+        does not move), then :meth:`after_step`. Returns the loss."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.task.loss(self.model(inputs), self.task.target(y).to(self.device))
+        loss = self.task.loss(self.model.head(z), self.task.target(y).to(self.device))
         loss.backward()
         self.after_backward()
         self.optimizer.step()
+        if update is not None:
+            update()
         self.after_step()
-        return float(loss.detach()), [e.grad.cpu().numpy() for e in inputs]
+        return float(loss.detach())
 
     def after_backward(self) -> None:
         """Hook for a regulariser's gradient (none by default)."""
@@ -86,9 +99,16 @@ class ServerModel:
 
     def evaluate(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, float]:
         """Loss and metric (accuracy or R^2) of the top model on given embeddings."""
+        with torch.no_grad():
+            z = self.model.interact(self.tensors(embeddings, grad=False))
+        return self.evaluate_head(z, y)
+
+    def evaluate_head(self, z: torch.Tensor, y: np.ndarray) -> tuple[float, float]:
+        """Loss and metric (accuracy or R^2) of the top model from the interactive layer's
+        output ``z``."""
         self.model.eval()
         with torch.no_grad():
-            out = self.model(self._inputs(embeddings, grad=False))
+            out = self.model.head(z)
             loss = float(self.task.loss(out, self.task.target(y).to(self.device)))
         self.model.train()
         return loss, score(self.task, out, y)

@@ -27,12 +27,11 @@ from vflfs.datasets.alignment import (
 )
 from vflfs.federation import Federation, PartyError
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import ALIGN, AlignReply, AlignRequest
 
 from .experiment import Experiment
 
 log = logging.getLogger("vflfs")
-
-ALIGN = "query.align"
 
 
 def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
@@ -43,18 +42,18 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     key, alignment = new_key(), uuid.uuid4().hex
     workers = resolve_workers(settings.get("workers"))
     points = blind(key, experiment.labels.ids, workers)
-    common = {
-        "labels": points,
-        "workers": settings.get("workers"),
-        "alignment": alignment,
-        "id_column": str(cfg.dataset.id_column),
-    }
     paths = _party_paths(cfg, experiment.num_parties)
-    payloads = {
-        m: {**common, **({"path": paths[m]} if paths else {})}
+    requests = {
+        m: AlignRequest(
+            labels=points,
+            alignment=alignment,
+            id_column=str(cfg.dataset.id_column),
+            workers=settings.get("workers"),
+            path=paths[m] if paths else None,
+        )
         for m in range(experiment.num_parties)
     }
-    replies = federation.send(ALIGN, payloads)
+    replies = federation.send(ALIGN, requests)
     labels, own = _party_points(replies, len(points), key, workers)
     try:
         keep, rows = intersect(labels, own)
@@ -71,22 +70,20 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
             "and the ID column settings (dataset.id_column, node config id-column)"
         )
     log.info("alignment: %s", report)
-    n_features = [int(replies[m]["n_features"]) for m in range(experiment.num_parties)]
+    n_features = [int(replies[m].n_features) for m in range(experiment.num_parties)]
     return experiment.aligned(keep, rows, n_features, alignment)
 
 
 def _party_points(
-    replies: dict[int, dict], n_labels: int, key: bytes, workers: int
+    replies: dict[int, AlignReply], n_labels: int, key: bytes, workers: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per party: the labels points under both keys (checked) and the party's own points
     raised to the server's ``key``."""
     labels, own = [], []
     for m in sorted(replies):
         try:
-            labels.append(check_points(replies[m]["labels"], n_labels, f"party {m}", m))
-            theirs = check_points(replies[m]["ids"], None, f"party {m}", m)
-        except KeyError as error:
-            raise PartyError(m, ALIGN, f"its reply lacks {error}") from error
+            labels.append(check_points(replies[m].labels, n_labels, f"party {m}", m))
+            theirs = check_points(replies[m].ids, None, f"party {m}", m)
         except AlignmentError as error:
             raise PartyError(m, ALIGN, str(error)) from error
         own.append(raise_to_key(key, theirs, workers))

@@ -23,6 +23,7 @@ from vflfs.datasets import (
 from vflfs.datasets.party_files import LabelsFile, load_labels_file
 from vflfs.datasets.relevant import global_relevant, party_relevant
 from vflfs.ml.models import Task, party_seed
+from vflfs.protocol import ALIGN
 
 PARTY_FILES = "party_files"  # dataset name: every party reads its own file (deployment)
 
@@ -175,7 +176,7 @@ class Experiment:
         noise = {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m}
         if self.labels is not None:
             if self.party_rows is None:
-                raise ValueError("align the samples (query.align) before setting parties up")
+                raise ValueError(f"align the samples ({ALIGN.name}) before setting parties up")
             # The party reads its own file; it gets only the positions of its aligned samples
             # in its own sorted list of blinded IDs, in the aligned order.
             positions = self.party_rows[m].tolist()

@@ -43,8 +43,8 @@ def outcome(experiment: Experiment, result: RunResult) -> dict:
     choice = result.extra.get("path_choice") or {}
     if choice.get("fallback") == "dense":
         warnings.append(
-            "selection cost accuracy: the refit on the chosen features scored below the dense "
-            "model by more than the tolerance, so the dense model (all features) is reported"
+            "selection cost accuracy: every refit on a selection scored below the dense model "
+            "by more than the tolerance, so the dense model (all features) is reported"
         )
     for w in warnings:
         log.warning("WARNING: %s", w)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from vflfs.federation import Federation
+from vflfs.protocol import INIT_GATES, InitGatesRequest
 from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
@@ -61,7 +62,8 @@ class FedSDGFS(STG):
             with federation.traffic.in_phase("gini"):
                 scores = secure_gini(federation, experiment, s.gini)
                 inits = gate_init(scores, str(s.init_mode), float(s.top_fraction))
-                federation.send("train.init_gates", {m: {"mu": mu} for m, mu in enumerate(inits)})
+                requests = {m: InitGatesRequest(mu=mu) for m, mu in enumerate(inits)}
+                federation.send(INIT_GATES, requests)
             result.extra["gini"] = [np.asarray(g).tolist() for g in scores]
         elif s.init != "uniform":
             raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {s.init!r}")

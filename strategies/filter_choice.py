@@ -20,9 +20,9 @@ import numpy as np
 from vflfs.federation import MB, Federation
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import make_layer
 from .path import tolerance
 from .result import RunResult
-from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, log
 
 
@@ -120,7 +120,7 @@ class CountChoice:
         size = int(self.cfg.model.bottom.embedding_size)
         self.widths = [size if len(k) else 0 for k in candidate.kept]
         self.server = self.make_server_model(experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, kept in zip(result.parties, candidate.kept, strict=True):
             p.selected = kept.tolist()
         first = candidate.first

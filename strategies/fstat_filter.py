@@ -29,6 +29,7 @@ from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams, class_weights
 from vflfs.ml.fstat_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import FSTAT_COMBINE, FSTAT_MASK, FSTAT_SCORES, FStatCombineRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -100,8 +101,7 @@ def secure_fstat(
 def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> list[np.ndarray]:
     workers, nbytes, c = resolve_workers(workers_cfg), key.public.nbytes, params.n_classes
     labels = encrypt_labels(key, y, params, workers)
-    packed = send_labels(federation, "query.fstat_mask", key, params, rows, labels, workers_cfg)
-    common = {**params.to_payload(), "workers": int(workers_cfg or 0)}
+    packed = send_labels(federation, FSTAT_MASK, key, params, rows, labels, workers_cfg)
     weights, scale = class_weights(y, c)
     enc = [paillier.owner_encrypt(key, v, params.djn) for v in [*weights, scale]]
     enc_weights = paillier.to_wire(enc, nbytes)
@@ -109,13 +109,18 @@ def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> lis
     for m, per_feature in enumerate(packed):
         ret = server_square(key, params, weights, per_feature, workers)
         returned = paillier.to_wire([x for f in ret for x in f], nbytes, (len(per_feature), c + 1))
-        down[m] = {"returned": returned, "class_weights": enc_weights, **common}
-    replies = federation.send("query.fstat_combine", down)
+        down[m] = FStatCombineRequest(
+            returned=returned,
+            class_weights=enc_weights,
+            params=params,
+            workers=int(workers_cfg or 0),
+        )
+    replies = federation.send(FSTAT_COMBINE, down)
     scores = [
-        server_finish(key, params, scale, paillier.ciphertexts(replies[m]["values"]))
+        server_finish(key, params, scale, paillier.ciphertexts(replies[m].values))
         for m in range(len(replies))
     ]
-    send_scores(federation, "query.fstat_scores", scores)
+    send_scores(federation, FSTAT_SCORES, scores)
     return scores
 
 

@@ -30,6 +30,7 @@ from vflfs.ml import paillier
 from vflfs.ml.gini import GiniParams
 from vflfs.ml.gini_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
+from vflfs.protocol import GINI_COMBINE, GINI_MASK, GINI_SCORES, GiniCombineRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -116,7 +117,7 @@ def _protocol(
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
     labels = encrypt_labels(key, y, params.n_classes, workers, params.djn)
-    packed = send_labels(federation, "query.gini_mask", key, params, rows, labels, workers_cfg)
+    packed = send_labels(federation, GINI_MASK, key, params, rows, labels, workers_cfg)
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
@@ -124,14 +125,17 @@ def _protocol(
             [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
         )
     replies = federation.send(
-        "query.gini_combine",
-        {m: {"squares": s, "workers": int(workers_cfg or 0)} for m, s in squares.items()},
+        GINI_COMBINE,
+        {
+            m: GiniCombineRequest(squares=s, workers=int(workers_cfg or 0))
+            for m, s in squares.items()
+        },
     )
     scores = [
-        server_finish(key, params, paillier.ciphertexts(replies[m]["weighted"]), workers)
+        server_finish(key, params, paillier.ciphertexts(replies[m].weighted), workers)
         for m in range(len(replies))
     ]
-    send_scores(federation, "query.gini_scores", scores)
+    send_scores(federation, GINI_SCORES, scores)
     return scores
 
 

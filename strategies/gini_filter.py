@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from vflfs.federation import Federation
+from vflfs.protocol import KEEP, KeepRequest
 from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import CountChoice
@@ -79,7 +80,7 @@ class SelectThenTrain(CountChoice, VFL):
         with scoring_phase(federation, self.phase):
             scores = self.scores(federation, experiment, result)
             kept = keep_best(scores, fraction, self.lower_is_better)
-            federation.send("train.keep", {m: {"features": k} for m, k in enumerate(kept)})
+            federation.send(KEEP, {m: KeepRequest(features=k) for m, k in enumerate(kept)})
         for m, k in enumerate(kept):
             result.parties[m].selected = k.tolist()
         result.extra["filter"] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 from vflfs.federation import Federation
 from vflfs.ml.prox import nonzero_columns
 from vflfs.ml.top import ServerModel
+from vflfs.protocol import PRUNE, PruneRequest
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
@@ -93,16 +94,16 @@ class GroupLasso(PathStrategy):
         for m, k in enumerate(keep):
             self.server.keep_components(m, k)
             self.widths[m] = len(k)
-        payloads = {
-            m: {"components": k, "optimizer": str(t.optimizer), "lr": float(t.lr)}
+        requests = {
+            m: PruneRequest(optimizer=str(t.optimizer), lr=float(t.lr), components=k)
             for m, k in enumerate(keep)
         }
         with federation.traffic.in_phase("prune"):
-            replies = federation.send("train.prune", payloads)
+            replies = federation.send(PRUNE, requests)
         result.extra["pruned_at_epoch"] = self.lasso_epochs
-        result.extra["components_kept"] = [len(r["components"]) for _, r in sorted(replies.items())]
+        result.extra["components_kept"] = [len(r.components) for _, r in sorted(replies.items())]
 
-    def components_in_use(self, m: int, reply: dict) -> int | None:
+    def components_in_use(self, m: int, reply) -> int | None:
         """Components whose column of the server's input layer is non-zero."""
         if self.refitting:
             return super().components_in_use(m, reply)

@@ -21,6 +21,7 @@ import numpy as np
 
 from vflfs.federation import Federation
 from vflfs.ml.embedding_selection import ProxSGD, select_components
+from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, LocalSelectRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -87,7 +88,7 @@ class LessVFL(VFL):
         self, federation: Federation, experiment: Experiment, result: RunResult
     ) -> list[np.ndarray]:
         """Stage 2: one upload of the training embeddings, then P-SGD at the server alone."""
-        embeddings = [r["embeddings"] for r in federation.broadcast("query.train_embeddings")]
+        embeddings = [r.embeddings for r in federation.broadcast(TRAIN_EMBEDDINGS)]
         self.uploaded_floats += sum(int(e.size) for e in embeddings)
         p = self.prox_sgd("server", experiment)
         y = experiment.y[experiment.splits.train]
@@ -111,22 +112,24 @@ class LessVFL(VFL):
                 self.server.keep_components(m, k)
                 self.widths[m] = len(k)
             party = self.cfg.strategy.party
-            local_path = {
-                "path_points": int(party.get("path_points") or 0),
-                "path_tolerance": float(party.get("path_tolerance", 0.05)),
+            requests = {
+                m: LocalSelectRequest(
+                    components=k,
+                    path_points=int(party.get("path_points") or 0),
+                    path_tolerance=float(party.get("path_tolerance", 0.05)),
+                    prox=p,
+                )
+                for m, k in enumerate(keep)
             }
-            payloads = {
-                m: {"components": k, **p.as_dict(), **local_path} for m, k in enumerate(keep)
-            }
-            replies = federation.send("train.local_select", payloads)
-        span = max(r["ended"] for r in replies.values()) - min(
-            r["started"] for r in replies.values()
-        )
+            replies = federation.send(LOCAL_SELECT, requests)
+        span = max(r.ended for r in replies.values()) - min(r.started for r in replies.values())
         traffic.seconds["stage2"] -= span
         traffic.seconds["stage3"] += span
         self.record_selection(result, replies, p)
 
-    def record_selection(self, result: RunResult, replies: dict[int, dict], p: ProxSGD) -> None:
+    def record_selection(
+        self, result: RunResult, replies: dict[int, LocalSelectReply], p: ProxSGD
+    ) -> None:
         """What stage 3 did at each party, into ``results.json``'s ``extra``."""
         result.extra["selection_epoch"] = self.pretrain_epochs
         result.extra["stage3"] = {
@@ -134,16 +137,16 @@ class LessVFL(VFL):
             "parties": [
                 {
                     "party": m,
-                    "started": float(r["started"]),
-                    "ended": float(r["ended"]),
-                    "loss_first": float(r["loss_first"]),
-                    "loss_last": float(r["loss_last"]),
-                    "features_kept": len(r["features"]),
-                    "path_r2": np.asarray(r.get("path_r2", [])).tolist(),
-                    "path_kept": np.asarray(r.get("path_kept", [])).tolist(),
-                    "components": np.asarray(r["components"]).tolist(),
+                    "started": float(r.started),
+                    "ended": float(r.ended),
+                    "loss_first": float(r.loss_first),
+                    "loss_last": float(r.loss_last),
+                    "features_kept": len(r.features),
+                    "path_r2": np.asarray(r.path_r2).tolist(),
+                    "path_kept": np.asarray(r.path_kept).tolist(),
+                    "components": np.asarray(r.components).tolist(),
                 }
                 for m, r in sorted(replies.items())
             ],
         }
-        result.extra["components_kept"] = [len(r["components"]) for _, r in sorted(replies.items())]
+        result.extra["components_kept"] = [len(r.components) for _, r in sorted(replies.items())]

@@ -5,120 +5,47 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 
 1. **Dense warm-up.** The penalty stays at zero until the dense model's validation score stops
    improving (``path.warmup_patience`` epochs), so nothing closes before the loss has moved.
-2. **Path.** The penalty grows geometrically, ``start * growth^k`` in units of the dense
-   model's training loss (so one setting serves 2 or 26 classes; the gates' mean-reduced
-   regulariser makes it independent of the column count). Each point trains at least
-   ``path.steps_per_point`` optimiser steps, warm-started from the last, and records its
-   validation score, the features and embedding components each party keeps, and the MB so
-   far. The path ends when nothing is left, when a feature budget is met and the score has
+2. **Path.** The penalty grows geometrically from ``start``, by ``growth`` per point, in
+   units of the dense model's training loss (so one setting serves 2 or 26 classes; the
+   gates' mean-reduced regulariser makes it independent of the column count). Each point
+   trains at least ``path.steps_per_point`` optimiser steps, warm-started from the last, and
+   records its validation score, the features and embedding components each party keeps, and
+   the MB so far. The path ends when nothing is left, when a feature budget is met and the score has
    dropped, or after ``path.points`` points.
 3. **Choice.** The sparsest point whose validation score is within ``path.tolerance`` of the
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
-4. **Refit.** The parties rebuild their bottom models on the chosen features and components
-   only (layers shrunk, no gates, no penalty), the server its top model, and VFL trains them
-   with early stopping on validation. If the refit ends below the dense model by more than
-   the tolerance, the dense model is reported instead, and the run says so.
+4. **Refit.** The parties rebuild their bottom models on a candidate's features and
+   components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
+   trains them with early stopping on validation. The candidates are the chosen point, the
+   best-scoring one and sparser ones near the best (:func:`candidates`); the sparsest model
+   within the tolerance of the best refit is reported, the dense one (never refit) included:
+   if it wins, the run says so.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
+from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import make_layer
+from .path_choice import (
+    PathPoint,
+    PathSettings,
+    candidates,
+    choose,
+    choose_refit,
+    tolerance,
+)
 from .result import RunResult
-from .secure_layer import make_secure_layer
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
-
-
-@dataclass(frozen=True)
-class PathSettings:
-    """``strategy.path``: how the penalty grows and how the model is chosen."""
-
-    enabled: bool = True  # false: train at the strategy's fixed penalty (papers' protocol)
-    warmup_patience: int = 2  # dense epochs without a better validation score that end warm-up
-    warmup_max_epochs: int | None = None  # None: training.epochs
-    start: float = 0.05  # first penalty, in units of the dense model's training loss
-    growth: float = 2.0  # ratio of consecutive penalties
-    points: int = 12  # at most this many points after the dense one
-    steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
-    tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
-    max_features: int | None = None  # a budget: choose among points keeping at most this many
-    refit: bool = True
-    refit_max_epochs: int | None = None  # None: training.epochs (early stopping ends it sooner)
-
-    @classmethod
-    def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
-        given = dict(section or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(given) - names)
-        if unknown:
-            raise ValueError(
-                f"unknown strategy.path keys {unknown}; the settings are {sorted(names)}"
-            )
-        settings = cls(**given)
-        if settings.growth <= 1 or settings.start <= 0:
-            raise ValueError(
-                f"strategy.path.growth must be > 1 and strategy.path.start > 0, got "
-                f"{settings.growth} and {settings.start}"
-            )
-        return settings
-
-
-@dataclass
-class PathPoint:
-    """One point of the path: the penalty and what the model keeps and scores there."""
-
-    point: int
-    penalty: float  # the penalty scale (0: the dense model)
-    epoch: int  # the epoch that ended the point
-    val_metric: float
-    val_loss: float
-    selected: list[list[int]]  # per party: local indices of the features in use
-    components: list[list[int]]  # per party: embedding components the server reads
-    mb: float
-    kept: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.kept = sum(len(f) for f, c in zip(self.selected, self.components, strict=True) if c)
-
-    def row(self) -> dict:
-        out = asdict(self)
-        out["per_party"] = [
-            len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
-        ]
-        out["components_kept"] = [len(c) for c in self.components]
-        return out
-
-
-def tolerance(setting: float | None, experiment: Experiment, best: float) -> float:
-    """A validation choice's slack: ``setting``, else one standard error of the best
-    validation score (binomial for accuracy; for R^2 one hundredth)."""
-    if setting is not None:
-        return float(setting)
-    if experiment.task.kind != "classification":
-        return 0.01
-    n = max(len(experiment.splits.val), 1)
-    p = min(max(best, 0.0), 1.0)
-    return math.sqrt(max(p * (1 - p), 1.0 / n) / n)
-
-
-def choose(points: list[PathPoint], slack: float, max_features: int | None) -> PathPoint:
-    """The sparsest point within ``slack`` of the best validation score (within the budget
-    when one is set; the best-scoring point within it, else the sparsest, when none is)."""
-    within = [p for p in points if max_features is None or p.kept <= max_features]
-    if not within:
-        return min(points, key=lambda p: (p.kept, -p.val_metric))
-    best = max(p.val_metric for p in within)
-    good = [p for p in within if p.val_metric >= best - slack]
-    return min(good, key=lambda p: (p.kept, -p.val_metric, p.point))
 
 
 class PathStrategy(VFL):
@@ -126,6 +53,7 @@ class PathStrategy(VFL):
 
     name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
+    dense: tuple[dict, list[list[int]]]  # the warm-up's best history row and selection
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -135,14 +63,14 @@ class PathStrategy(VFL):
     # -- what a subclass provides ---------------------------------------------------------
     def set_penalty(self, federation: Federation, scale: float) -> None:
         """Every party (and the server, for a server-side penalty) to penalty ``scale``."""
-        federation.send("train.penalty", {m: {"scale": scale} for m in range(len(self.widths))})
+        federation.broadcast(PENALTY, PenaltyRequest(scale=scale))
 
     def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
         """Per party: the features its model uses now, and the embedding components the
         server reads from it."""
-        replies = federation.broadcast("query.selection")
-        selected = [np.asarray(replies[m]["selected"]).tolist() for m in range(len(replies))]
-        components = [np.asarray(replies[m]["components"]).tolist() for m in range(len(replies))]
+        replies = federation.broadcast(SELECTION)
+        selected = [np.asarray(r.selected).tolist() for r in replies]
+        components = [np.asarray(r.components).tolist() for r in replies]
         return selected, components
 
     # -- the loop ---------------------------------------------------------------------------
@@ -159,12 +87,12 @@ class PathStrategy(VFL):
         self.before_training(federation, experiment, result)
         epoch = self.warm_up(federation, experiment, result, on_epoch)
         dense = result.best
-        dense_selection = [list(p.chosen()) for p in result.parties]
+        self.dense = (dense, [list(p.chosen()) for p in result.parties])
         points = [self.point(federation, result, 0, 0.0, dense)]
         unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
         per_point = self.epochs_per_point(experiment)
+        scale = self.path.start * unit
         for k in range(self.path.points):
-            scale = self.path.start * self.path.growth**k * unit
             with federation.traffic.in_phase("training"):
                 self.set_penalty(federation, scale)
             self.patience = None
@@ -180,6 +108,7 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
+            scale *= self.path.growth
         slack = tolerance(self.path.tolerance, experiment, max(p.val_metric for p in points))
         chosen = choose(points, slack, self.path.max_features)
         result.extra["path"] = [p.row() for p in points]
@@ -192,20 +121,7 @@ class PathStrategy(VFL):
             chosen.val_metric,
         )
         if self.path.refit:
-            self.refit(federation, experiment, result, on_epoch, epoch, chosen)
-            refit_best = result.best
-            if refit_best["val_metric"] < dense["val_metric"] - slack:
-                log.warning(
-                    "the refit model (validation %.4f) is worse than the dense model (%.4f) by "
-                    "more than the tolerance %.4f: reporting the dense model",
-                    refit_best["val_metric"],
-                    dense["val_metric"],
-                    slack,
-                )
-                result.best_from, result.best_to = 0, dense["epoch"] + 1
-                for p, sel in zip(result.parties, dense_selection, strict=True):
-                    p.selected_at_best, p.components = sel, None
-                result.extra["path_choice"]["fallback"] = "dense"
+            self.refit_candidates(federation, experiment, result, on_epoch, points, chosen, slack)
 
     def warm_up(
         self,
@@ -284,7 +200,7 @@ class PathStrategy(VFL):
         budget = self.path.max_features
         if budget is None or chosen.kept <= budget:
             return chosen.selected
-        values = [np.asarray(r["values"]) for r in federation.broadcast("query.importance")]
+        values = [np.asarray(r.values) for r in federation.broadcast(IMPORTANCE)]
         ranked = sorted(
             (float(v[f]), m, f)
             for m, (v, sel, c) in enumerate(
@@ -296,17 +212,78 @@ class PathStrategy(VFL):
         log.info("the path ended above the budget: keeping the %d most important features", budget)
         return [sorted(f for _, n, f in ranked if n == m) for m in range(len(values))]
 
+    def refit_candidates(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        points: list[PathPoint],
+        chosen: PathPoint,
+        slack: float,
+    ) -> None:
+        """Refit the candidate points (:func:`candidates`) and keep the sparsest model whose
+        validation score is within ``slack`` of the best (:func:`choose_refit`); the dense
+        model competes with its warm-up score and wins only if every refit falls short of it
+        by more than ``slack`` (the run then warns).
+
+        Candidates go densest first, so the likely winner, a sparse one, is the last refit and
+        its model is the one the parties hold; a winner refit earlier is refit once more.
+        """
+        dense = points[0]
+        dense_best, dense_selection = self.dense  # the warm-up's best epoch and selection
+        pool = [p for p in candidates(points, chosen, slack, self.path) if p.point != 0]
+        keeps = [self.within_budget(federation, point) for point in pool]
+        scores: list[tuple[PathPoint, float]] = [(dense, dense.val_metric)]
+        for i, (point, selected) in enumerate(zip(pool, keeps, strict=True)):
+            self.refit(federation, experiment, result, on_epoch, point, selected)
+            scores.append((point, float(result.best["val_metric"])))
+            log.info(
+                "refit %d/%d (path point %d, %d features): validation %.4f",
+                i + 1,
+                len(pool),
+                point.point,
+                point.kept,
+                scores[-1][1],
+            )
+        win = choose_refit(scores, slack)
+        choice = result.extra["path_choice"]
+        choice["refits"] = [
+            {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
+        ]
+        choice["point"] = scores[win][0].point
+        if win == 0:
+            log.warning(
+                "no refit scored within the tolerance %.4f of the dense model (validation "
+                "%.4f): reporting the dense model",
+                slack,
+                dense.val_metric,
+            )
+            result.best_from, result.best_to = 0, dense_best["epoch"] + 1
+            for p, sel in zip(result.parties, dense_selection, strict=True):
+                p.selected_at_best, p.components = sel, None
+            choice["fallback"] = "dense"
+            return
+        if win != len(scores) - 1:
+            self.refit(federation, experiment, result, on_epoch, pool[win - 1], keeps[win - 1])
+        log.info(
+            "chosen after refits: path point %d, %d features",
+            pool[win - 1].point,
+            pool[win - 1].kept,
+        )
+
     def refit(
         self,
         federation: Federation,
         experiment: Experiment,
         result: RunResult,
         on_epoch: EpochCallback | None,
-        epoch: int,
         chosen: PathPoint,
+        selected: list[list[int]],
     ) -> None:
-        """Fresh models on the chosen features and components, trained without penalty."""
-        selected = self.within_budget(federation, chosen)
+        """Fresh models on ``selected`` features and the chosen point's components, trained
+        without penalty from the next epoch on."""
+        epoch = len(result.history)
         self.refitting, self.stage = True, "refit"
         # A party that keeps no feature sends nothing, and one whose components are all
         # closed keeps no feature: neither could change the prediction.
@@ -318,13 +295,13 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None
             p.components = len(keep["components"])
         result.best_from = epoch
-        self.patience = self.cfg.training.get("patience")
-        self.patience = 5 if self.patience is None else int(self.patience)
-        epochs = self.path.refit_max_epochs or int(self.cfg.training.epochs)
+        patience = self.path.refit_patience or self.cfg.training.get("patience")
+        self.patience = 5 if patience is None else int(patience)
+        epochs = self.path.refit_max_epochs or 3 * int(self.cfg.training.epochs)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)

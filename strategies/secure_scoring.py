@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import fields
-from typing import ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from vflfs.federation import Federation
 from vflfs.ml import paillier
+from vflfs.protocol import MaskRequest, Operation, ScoresRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -30,8 +31,6 @@ class ScoringParams(Protocol):
 
     @property
     def chunks(self) -> int: ...
-
-    def to_payload(self) -> dict: ...
 
 
 class SectionConfig:
@@ -78,7 +77,7 @@ def classification_labels(experiment: Experiment, rows: np.ndarray | None, what:
 
 def send_labels(
     federation: Federation,
-    message_type: str,
+    operation: Operation[MaskRequest, Any],
     key: paillier.PrivateKey,
     params: ScoringParams,
     rows: np.ndarray,
@@ -89,16 +88,16 @@ def send_labels(
     number per row) go to every party with ``params``; per party, per feature, the ciphertexts
     it packed."""
     replies = federation.broadcast(
-        message_type,
-        {
-            "public_key": key.public.to_bytes(),
-            "labels": paillier.to_wire(labels, key.public.nbytes, (len(rows), -1)),
-            "rows": rows,
-            **params.to_payload(),
-            "workers": int(workers_cfg or 0),
-        },
+        operation,
+        operation.request(
+            public_key=key.public.to_bytes(),
+            labels=paillier.to_wire(labels, key.public.nbytes, (len(rows), -1)),
+            rows=rows,
+            params=params,
+            workers=int(workers_cfg or 0),
+        ),
     )
-    return [by_feature(reply["packed"], params.chunks) for reply in replies]
+    return [by_feature(reply.packed, params.chunks) for reply in replies]
 
 
 def by_feature(array: np.ndarray, per: int) -> list[list]:
@@ -107,6 +106,8 @@ def by_feature(array: np.ndarray, per: int) -> list[list]:
     return [flat[f * per : (f + 1) * per] for f in range(len(array))]
 
 
-def send_scores(federation: Federation, message_type: str, scores: list[np.ndarray]) -> None:
+def send_scores(
+    federation: Federation, operation: Operation[ScoresRequest, Any], scores: list[np.ndarray]
+) -> None:
     """The last message: each party gets its own features' scores (nobody else's)."""
-    federation.send(message_type, {m: {"scores": s} for m, s in enumerate(scores)})
+    federation.send(operation, {m: ScoresRequest(scores=s) for m, s in enumerate(scores)})

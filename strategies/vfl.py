@@ -10,7 +10,6 @@ stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on 
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import numpy as np
@@ -20,10 +19,11 @@ from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
+from vflfs.protocol import IMPORTANCE, SETUP, Body, SetupReply, SetupRequest
 from vflfs.server_app.experiment import Experiment
 
+from .interactive import InteractiveLayer, make_layer
 from .result import PartyReport, RunResult
-from .secure_layer import STEP_OPERATION, make_secure_layer
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
@@ -32,7 +32,7 @@ class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
-    secure = None  # the secure interactive layer (strategy.secure != none)
+    layer: InteractiveLayer  # the interactive layer: plain, or secure (strategy.secure)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
@@ -57,33 +57,35 @@ class VFL(Strategy):
                 PartyReport(
                     index=m,
                     columns=experiment.columns[m].tolist(),
-                    n_features=int(r["n_features"]),
-                    spurious=np.asarray(r["spurious"]).tolist(),
-                    device=str(r["device"]),
-                    selected=list(range(int(r["n_features"]))),
+                    n_features=int(r.n_features),
+                    spurious=np.asarray(r.spurious).tolist(),
+                    device=str(r.device),
+                    selected=list(range(int(r.n_features))),
                 )
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
         self.server = self.make_server_model(experiment)
-        self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.cfg, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
         return result
 
-    def setup_parties(self, federation: Federation, experiment: Experiment) -> dict[int, dict]:
-        """The ``query.setup`` message: each party builds its data view and a fresh model
-        from :meth:`party_spec` (a new nonce: any earlier state of the run is replaced)."""
+    def setup_parties(
+        self, federation: Federation, experiment: Experiment
+    ) -> dict[int, SetupReply]:
+        """The setup message: each party builds its data view and a fresh model from
+        :meth:`party_spec` (a new nonce: any earlier state of the run is replaced)."""
         splits = experiment.splits
         eval_rows = np.concatenate(list(experiment.eval_sets().values()))
         return federation.send(
-            "query.setup",
+            SETUP,
             {
-                m: {
-                    "spec": json.dumps(self.party_spec(experiment, m)),
-                    "nonce": uuid.uuid4().hex,
-                    "train_rows": splits.train,
-                    "eval_rows": eval_rows,
-                }
+                m: SetupRequest(
+                    spec=self.party_spec(experiment, m),
+                    nonce=uuid.uuid4().hex,
+                    train_rows=splits.train,
+                    eval_rows=eval_rows,
+                )
                 for m in range(experiment.num_parties)
             },
         )
@@ -105,9 +107,9 @@ class VFL(Strategy):
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Ask each party how much its model uses each input feature (for the report)."""
-        for m, reply in enumerate(federation.broadcast("query.importance")):
+        for m, reply in enumerate(federation.broadcast(IMPORTANCE)):
             result.importance.append(
-                {"party": m, "kind": str(reply["kind"]), "values": reply["values"].tolist()}
+                {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
             )
 
     # -- training -------------------------------------------------------------------------
@@ -117,54 +119,37 @@ class VFL(Strategy):
         grads: list[list[np.ndarray]],
         batches: list[np.ndarray],
         evaluate: bool,
-    ) -> dict[int, dict]:
-        """One round-trip: the last gradients go down with the next batches (and, at an epoch
-        boundary, the evaluation request); embeddings come back."""
-        payloads = {m: {"grads": g, "batches": batches} for m, g in enumerate(grads)}
-        if evaluate:
-            for payload in payloads.values():
-                payload["evaluate"] = True
-        return federation.send(
-            "train.step" if self.secure is None else STEP_OPERATION,
-            payloads,
-            reply_phases={
-                "eval_embeddings": "evaluation",
-                "eval_open": "evaluation",
-                "eval_cipher": "evaluation",
-            },
-        )
+    ) -> dict[int, Body]:
+        """One round-trip of the layer's step: the last gradients go down with the next
+        batches (and, at an epoch boundary, the evaluation request); embeddings come back."""
+        return self.layer.exchange(federation, grads, batches, evaluate)
 
     def server_steps(
-        self, experiment: Experiment, replies: dict[int, dict], batches: list[np.ndarray]
+        self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
     ) -> tuple[list[float], list[list[np.ndarray]]]:
-        """The top model's steps on the returned embeddings; the gradients for each party."""
-        if self.secure is not None:
-            return self.secure.server_steps(experiment, replies, batches)
+        """The top model's steps on the returned embeddings, through the interactive layer;
+        the gradients for each party."""
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
-            parties = range(len(replies))
-            masks = [replies[m]["open"][k] if "open" in replies[m] else None for m in parties]
-            embeddings = [
-                expand(replies[m]["embeddings"][k], masks[m], self.widths[m]) for m in parties
-            ]
-            self.uploaded_floats += sum(int(np.size(replies[m]["embeddings"][k])) for m in replies)
-            loss, g = self.server.step(embeddings, experiment.y[rows])
-            losses.append(loss)
-            for m, gm in enumerate(g):
-                grads[m].append(gm if masks[m] is None else gm[:, masks[m]])
+            batch = self.layer.forward(replies, k, len(rows))
+            self.uploaded_floats += batch.uploaded
+            losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
+            for m, g in enumerate(batch.gradients()):
+                grads[m].append(g)
         return losses, grads
 
-    def evaluate(self, experiment: Experiment, embeddings: list[np.ndarray]) -> dict:
-        """Loss and score on each evaluation set (validation, test, maybe training rows)."""
+    def evaluate(self, experiment: Experiment, parts: list[np.ndarray]) -> dict:
+        """Loss and score on each evaluation set (validation, test, maybe training rows) from
+        the layer's per-party parts of all evaluation rows."""
         scores: dict[str, float] = {}
         start = 0
         for name, rows in experiment.eval_sets().items():
-            part = [e[start : start + len(rows)] for e in embeddings]
+            z = self.layer.head_input([p[start : start + len(rows)] for p in parts])
             # "train_loss" is the mean step loss of the epoch; the scored one is train_eval_loss.
             loss_key = "train_eval_loss" if name == "train" else f"{name}_loss"
-            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate(
-                part, experiment.y[rows]
+            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate_head(
+                z, experiment.y[rows]
             )
             start += len(rows)
         return scores
@@ -228,7 +213,7 @@ class VFL(Strategy):
             with federation.traffic.in_phase("setup"):
                 self.setup_parties(federation, experiment)
             self.server = self.make_server_model(experiment)
-            self.secure = make_secure_layer(self.cfg, federation, experiment, self.server)
+            self.layer = make_layer(self.cfg, federation, experiment, self.server)
             result.best_from = first
 
     def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:
@@ -302,25 +287,16 @@ class VFL(Strategy):
         result: RunResult,
         epoch: int,
         losses: list[float],
-        replies: dict[int, dict],
+        replies: dict[int, Body],
         on_epoch: EpochCallback | None,
     ) -> bool:
         """Score the epoch that just ended and record it; True to stop early."""
         with federation.traffic.in_phase("evaluation"):
             rows = sum(len(r) for r in experiment.eval_sets().values())
-            if self.secure is not None:
-                scores, sent = self.secure.evaluate(experiment, replies)
-            else:
-                embeddings = [
-                    expand(
-                        replies[m]["eval_embeddings"], replies[m].get("eval_open"), self.widths[m]
-                    )
-                    for m in range(len(replies))
-                ]
-                scores = self.evaluate(experiment, embeddings)
-                sent = sum(r["eval_embeddings"].nbytes for r in replies.values())
+            parts, sent = self.layer.evaluation(replies, rows)
+            scores = self.evaluate(experiment, parts)
         for m, r in replies.items():
-            result.parties[m].selected = np.asarray(r["selected"]).tolist()
+            result.parties[m].selected = np.asarray(r.selected).tolist()
             components = self.components_in_use(m, r)
             if components is not None:
                 result.parties[m].components = components
@@ -354,10 +330,10 @@ class VFL(Strategy):
             return True
         return False
 
-    def components_in_use(self, m: int, reply: dict) -> int | None:
+    def components_in_use(self, m: int, reply: Body) -> int | None:
         """How many of party ``m``'s embedding components reach the top model now (None: all);
         a party with none selects nothing. Here: those its evaluation reply sent."""
-        mask = reply.get("eval_open")
+        mask = reply.eval_open
         return None if mask is None else int(np.count_nonzero(mask))
 
     def row_extras(self) -> dict:
@@ -372,12 +348,3 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
-
-
-def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
-    """Embeddings with only the open components sent, back to full width (zeros elsewhere)."""
-    if mask is None:
-        return values
-    full = np.zeros((len(values), width), dtype=values.dtype)
-    full[:, mask] = values
-    return full

@@ -23,6 +23,7 @@ from vflfs.ml import paillier
 from vflfs.ml.fstat import FStatParams, fstat_fixed_point, quantize
 from vflfs.ml.fstat_secure import unmasked_sums
 from vflfs.ml.gini import gini_fixed_point
+from vflfs.protocol import FSTAT_MASK
 from vflfs.server_app.experiment import Experiment
 from vflfs.server_app.run import run_experiment
 from vflfs.strategies.fstat_filter import secure_fstat
@@ -159,7 +160,7 @@ def test_fstat_server_sees_only_masked_class_sums(fstat_run):
                 if isinstance(v, np.ndarray) and k not in ("rows", "scores")
             )
             continue
-        if op != "query.fstat_mask":
+        if op != FSTAT_MASK.name:
             continue
         Xq = quantize(views(experiment, rows)[party], 16)
         true = np.stack([Xq[y == k].sum(axis=0) for k in (0, 1)], axis=1).astype(object)

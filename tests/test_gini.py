@@ -26,6 +26,7 @@ from vflfs.ml.gini import (
     gini_fixed_point,
     gini_scores,
 )
+from vflfs.protocol import GINI_COMBINE, GINI_MASK, GINI_SCORES
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.server_app.experiment import Experiment
 from vflfs.strategies.gini import global_ranks, keep_best, secure_gini
@@ -92,9 +93,7 @@ def test_each_party_holds_only_its_own_scores(madelon_run):
     _, _, scores, recorder, _, grid, federation = madelon_run
     for node, (pid, _) in grid.contexts.items():
         np.testing.assert_array_equal(stored_scores(grid._state[node]), scores[pid])
-    last = [
-        decode(c) for d, _, op, c in recorder.messages if op == "query.gini_scores" and d == DOWN
-    ]
+    last = [decode(c) for d, _, op, c in recorder.messages if op == GINI_SCORES.name and d == DOWN]
     assert [len(p["scores"]) for p in last] == [250, 250]
     assert federation.traffic.round_trips["gini"] == 3
 
@@ -104,9 +103,9 @@ def test_parties_receive_only_ciphertexts_and_their_scores(madelon_run):
     y = experiment.y[rows]
     down = [(p, op, decode(c)) for d, p, op, c in recorder.messages if d == DOWN]
     assert {op for _, op, _ in down} == {
-        "query.gini_mask",
-        "query.gini_combine",
-        "query.gini_scores",
+        GINI_MASK.name,
+        GINI_COMBINE.name,
+        GINI_SCORES.name,
     }
     for party, _, payload in down:
         for name, value in payload.items():
@@ -118,7 +117,7 @@ def test_parties_receive_only_ciphertexts_and_their_scores(madelon_run):
                 np.testing.assert_array_equal(value, scores[party])
             else:
                 assert name == "public_key" or name.startswith("gini_") or name == "workers", name
-    first = next(p for _, op, p in down if op == "query.gini_mask")
+    first = next(p for _, op, p in down if op == GINI_MASK.name)
     assert first["gini_djn"] == 1  # DJN randomness by default, on both sides
     labels = first["labels"]
     cts = paillier.ciphertexts(labels)
@@ -132,7 +131,7 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
     params = GiniParams(10, 2, len(y), F, 40, 512)
     up = [(p, op, decode(c)) for d, p, op, c in recorder.messages if d == UP]
     for party, op, payload in up:
-        if op == "query.gini_mask":
+        if op == GINI_MASK.name:
             X = views(experiment, rows)[party][:, :40]
             true = class_counts(bin_features(X, 10), y, 10, 2).reshape(40, -1)
             packed = paillier.ciphertexts(payload["packed"][:40])
@@ -151,7 +150,7 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
                 abs(r.mean() - 0.5) < 0.05 and abs(np.corrcoef(r.ravel(), true.ravel())[0, 1]) < 0.1
             )
             assert len(set(u.ravel().tolist())) == u.size
-        elif op == "query.gini_combine":
+        elif op == GINI_COMBINE.name:
             q = [int(key.decrypt(c)) for c in paillier.ciphertexts(payload["weighted"])]
             G = [1 - v / (len(y) << F) for v in q]
             np.testing.assert_allclose(G, scores[party], rtol=0, atol=1e-15)

@@ -10,6 +10,7 @@ import pytest
 from vflfs.client_app.app import app as client_app
 from vflfs.federation import DOWN, MB, UP, LocalGrid
 from vflfs.federation.payload import from_array
+from vflfs.protocol import LOCAL_SELECT, STEP, TRAIN_EMBEDDINGS
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.server_app.run import run_experiment
 
@@ -64,9 +65,7 @@ def test_stage3_sends_no_message(less_run):
         during = [m for m in recorder.messages if p["started"] < m[0] < p["ended"]]
         assert during == [], f"party {p['party']} exchanged {len(during)} messages in stage 3"
         # K_m went down before stage 3 started; its reply came back after it ended.
-        select = [
-            m for m in recorder.messages if m[3] == "train.local_select" and m[2] == p["party"]
-        ]
+        select = [m for m in recorder.messages if m[3] == LOCAL_SELECT.name and m[2] == p["party"]]
         assert [m[1] for m in select] == [DOWN, UP]
         assert select[0][0] < p["started"] < p["ended"] < select[1][0]
     phases = summary["communication"]["phases"]
@@ -78,12 +77,12 @@ def test_stage3_sends_no_message(less_run):
 def test_stage2_is_one_upload_then_the_component_sets(less_run):
     summary, recorder, _, _ = less_run
     ops = [m[3] for m in recorder.messages]
-    first = ops.index("query.train_embeddings")
+    first = ops.index(TRAIN_EMBEDDINGS.name)
     # Stage 2 = one embedding upload, then K_m; the next message is the training's.
-    assert ops[first : first + 12] == ["query.train_embeddings"] * 6 + ["train.local_select"] * 6
-    assert ops[first + 12] == "train.step"
-    assert ops.count("query.train_embeddings") == 6
-    upload = [m[4] for m in recorder.messages if m[3] == "query.train_embeddings" and m[1] == UP]
+    assert ops[first : first + 12] == [TRAIN_EMBEDDINGS.name] * 6 + [LOCAL_SELECT.name] * 6
+    assert ops[first + 12] == STEP.name
+    assert ops.count(TRAIN_EMBEDDINGS.name) == 6
+    upload = [m[4] for m in recorder.messages if m[3] == TRAIN_EMBEDDINGS.name and m[1] == UP]
     n_train = summary["samples"]["train"]
     assert [from_array(c["arrays"]["embeddings"]).shape for c in upload] == [(n_train, 16)] * 3
     phases = summary["communication"]["phases"]
@@ -118,11 +117,11 @@ def test_removed_features_and_components_leave_the_model(less_run):
         assert p["features_kept"] < 6
     assert sum(summary["extra"]["components_kept"]) < 48  # stage 2 dropped components
     # Bytes per training step drop: each step's upload carries only K_m components.
-    selected_at = next(m[0] for m in recorder.messages if m[3] == "train.local_select")
+    selected_at = next(m[0] for m in recorder.messages if m[3] == LOCAL_SELECT.name)
     steps = [
         (m[0], from_array(m[4]["arrays"]["embeddings#0"]))
         for m in recorder.messages
-        if m[3] == "train.step" and m[1] == UP and "embeddings#0" in m[4].get("arrays", {})
+        if m[3] == STEP.name and m[1] == UP and "embeddings#0" in m[4].get("arrays", {})
     ]
     before = [e for t, e in steps if t < selected_at]
     after = [e for t, e in steps if t > selected_at]

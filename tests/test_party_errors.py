@@ -13,6 +13,7 @@ import pytest
 from vflfs.federation import PartyError
 from vflfs.federation.payload import decode_error
 from vflfs.federation.traffic import UP
+from vflfs.protocol import Failure
 
 from helpers import TINY, run_on_files, split_files
 
@@ -24,7 +25,7 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("VFLFS_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def _replies(seen: list, party: int) -> list[dict]:
+def _replies(seen: list, party: int) -> list[Failure]:
     return [e for d, p, _, c in seen if d == UP and p == party and (e := decode_error(c))]
 
 
@@ -39,9 +40,9 @@ def test_a_party_error_reply_holds_neither_its_ids_nor_its_path(tmp_path, caplog
     with caplog.at_level(logging.ERROR, logger="vflfs"), failed as info:
         run_on_files(manifest, tmp_path / "out", observers=[lambda *a: seen.append(a)])
     (reply,) = _replies(seen, 1)
-    assert set(reply) == {"operation", "type", "message"}  # no traceback
-    assert "1 sample ID(s) occur more than once" in reply["message"]
-    assert "fix: give each row a distinct ID" in reply["message"]
+    assert set(reply.to_payload()) == {"operation", "type", "message"}  # no traceback
+    assert "1 sample ID(s) occur more than once" in reply.message
+    assert "fix: give each row a distinct ID" in reply.message
     shown = [str(reply), str(info.value), (tmp_path / "out" / "error.txt").read_text()]
     for text in shown:
         assert SECRET_ID not in text and path not in text and str(tmp_path) not in text
@@ -70,6 +71,6 @@ def test_any_other_error_of_a_party_with_its_own_file_sends_only_its_type(tmp_pa
             observers=[lambda *a: seen.append(a)],
         )
     (reply,) = _replies(seen, 0)
-    assert "the party's log" in reply["message"] and "nosuch" not in reply["message"]
+    assert "the party's log" in reply.message and "nosuch" not in reply.message
     assert "party's log" in str(info.value)
     assert "nosuch" in caplog.text  # the party's log has the message

@@ -7,6 +7,7 @@ import pytest
 
 from vflfs.strategies import STRATEGIES, VFL
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
+from vflfs.strategies.path_choice import candidates, choose_refit
 from vflfs.strategies.stall import stalled
 
 from helpers import run_local, tiny_config
@@ -39,6 +40,39 @@ def test_choice_is_the_sparsest_point_within_the_tolerance():
     assert choose(points, 0.01, 4).point == 2  # the budget leaves only point 2
     # never a point worse than the dense one by more than the tolerance:
     assert choose([point(0, 0.9, [5]), point(1, 0.7, [1])], 0.05, None).point == 0
+
+
+def test_candidates_are_the_choice_and_sparser_points_near_the_best():
+    points = [
+        point(0, 0.80, [10, 10]),
+        point(1, 0.86, [6, 5]),
+        point(2, 0.85, [3, 2]),
+        point(3, 0.84, [2, 1]),
+        point(4, 0.83, [1, 1]),
+        point(5, 0.60, [1, 0]),
+    ]
+    settings = PathSettings(refit_candidates=3, candidate_slack=3.0)
+    chosen = choose(points, 0.01, None)
+    assert chosen.point == 2
+    # the 1-SE point, the best point, then the sparsest within 3 x 0.01 of 0.86 (point 4;
+    # point 5 scores too low), densest first
+    assert [p.point for p in candidates(points, chosen, 0.01, settings)] == [1, 2, 4]
+    two = PathSettings(refit_candidates=2, candidate_slack=3.0)
+    assert [p.point for p in candidates(points, chosen, 0.01, two)] == [1, 2]
+    one = PathSettings(refit_candidates=1)
+    assert [p.point for p in candidates(points, chosen, 0.01, one)] == [2]
+    # the same selection twice is refit once
+    twin = [*points[:3], point(3, 0.85, [3, 2])]
+    assert [p.point for p in candidates(twin, chosen, 0.01, settings)] == [1, 2]
+
+
+def test_the_refit_choice_is_the_sparsest_refit_within_the_tolerance():
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.85)], 0.02) == 1
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.89)], 0.02) == 2
+    assert choose_refit([(a, 0.90), (b, 0.80), (c, 0.70)], 0.02) == 0
+    with pytest.raises(ValueError, match="refit_candidates"):
+        PathSettings.from_cfg({"refit_candidates": 0})
 
 
 def test_a_party_without_components_selects_nothing():
@@ -84,10 +118,21 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
         )
         for p in path
     ]
-    assert choose(points, choice["tolerance"], None).point == choice["point"]
+    one_se = choose(points, choice["tolerance"], None)
+    refits = choice["refits"]
+    assert one_se.point == 0 or one_se.point in [r["point"] for r in refits]
+    assert [r["kept"] for r in refits] == sorted((r["kept"] for r in refits), reverse=True)
+    # the dense model competes with its warm-up score, without a refit
+    scored = [{"point": 0, "kept": path[0]["kept"], "val_metric": path[0]["val_metric"]}]
+    scored += refits
+    top = max(r["val_metric"] for r in scored)
+    good = [r for r in scored if r["val_metric"] >= top - choice["tolerance"]]
+    assert choice["point"] == min(good, key=lambda r: r["kept"])["point"]
+    assert ("fallback" in choice) == (choice["point"] == 0)
     chosen = path[choice["point"]]
     best = max(p["val_metric"] for p in path)
-    assert chosen["val_metric"] >= best - choice["tolerance"]
+    slack = PathSettings().candidate_slack * choice["tolerance"]
+    assert chosen["val_metric"] >= best - slack
     stages = (tmp_path / "history.csv").read_text().splitlines()
     column = stages[0].split(",").index("stage")
     order = [line.split(",")[column] for line in stages[1:]]

@@ -15,8 +15,17 @@ from flwr.app import ArrayRecord, ConfigRecord
 
 from vflfs.client_app.data import party_data
 from vflfs.datasets import load_dataset
-from vflfs.federation import DOWN, UP
+from vflfs.federation import DOWN, UP, decode, encode
 from vflfs.federation.payload import from_array
+from vflfs.protocol import (
+    OPERATIONS,
+    SETUP,
+    STEP,
+    Empty,
+    SetupRequest,
+    StepReply,
+    StepRequest,
+)
 from vflfs.runtime.config import compose_config
 from vflfs.server_app.experiment import Experiment
 
@@ -104,7 +113,7 @@ def secrets(cfg):
 def test_every_message_of_a_run_is_clean(recorded_run):
     cfg, recorder = recorded_run
     ops = {(d, op) for d, _, op, _ in recorder.messages}
-    assert {(UP, "train.step"), (DOWN, "train.step"), (UP, "query.setup")} <= ops
+    assert {(UP, STEP.name), (DOWN, STEP.name), (UP, SETUP.name)} <= ops
     assert len(recorder.messages) > 60
     features, labels = secrets(cfg)
     shares = audit(recorder.messages, features, labels)
@@ -114,16 +123,19 @@ def test_every_message_of_a_run_is_clean(recorded_run):
 
 def test_the_audit_catches_a_leak(recorded_run):
     """The same audit flags a party that sends its rows, or a server that sends labels."""
-    from vflfs.federation import encode
-
     cfg, recorder = recorded_run
     features, labels = secrets(cfg)
     exp = Experiment.from_config(cfg)
     view = party_data(exp.party_spec(0)["data"], exp.splits.train).X
     leaky = [
         *recorder.messages,
-        (UP, 0, "train.step", encode({"embeddings": [view[:64]]})),
-        (DOWN, 0, "train.step", encode({"grads": [labels[:64].astype(np.float32)]})),
+        (UP, 0, STEP.name, encode(StepReply(embeddings=[view[:64]]).to_payload())),
+        (
+            DOWN,
+            0,
+            STEP.name,
+            encode(StepRequest(grads=[labels[:64].astype(np.float32)]).to_payload()),
+        ),
     ]
     shares = audit(leaky, features, labels)
     assert shares["features_up"] > 0.9
@@ -131,27 +143,26 @@ def test_the_audit_catches_a_leak(recorded_run):
 
 
 def test_classification_labels_never_travel(tmp_path):
-    """Down-messages carry only row indices, gradients and instructions; never y."""
+    """Down-messages carry only row indices, gradients and instructions; never y. Each one
+    decodes as its operation's request, which rejects any entry it does not declare."""
     recorder = Recorder()
     cfg = tiny_config("training.epochs=2")
     run_local(cfg, tmp_path, observers=[recorder])
     y = Experiment.from_config(cfg).y
-    for direction, _, op, content in recorder.messages:
-        if direction != DOWN:
-            continue
-        arrays = content.get("arrays", {})
-        for key, array in arrays.items():
-            name = key.split("#")[0]
-            assert name in {"train_rows", "eval_rows", "batches", "grads", "rows"}, (op, key)
-            values = from_array(array)
-            if name == "grads":
-                assert values.dtype == np.float32 and values.ndim == 2
-            else:  # row indices: never the label vector of those rows
-                assert values.dtype == np.int64
-                assert not np.array_equal(values, y[values])
-        config = content.get("config", {})
-        allowed = {"spec", "nonce", "batches#len", "grads#len", "batches", "grads", "evaluate"}
-        assert set(config) <= allowed, (op, set(config))
-        assert all(config[k] == [] for k in ("batches", "grads") if k in config)
-        if "spec" in config:
-            assert "label" not in config["spec"] and '"y"' not in config["spec"]
+    request_of = {op.name: op.request for op in OPERATIONS}
+    sent = [
+        request_of[op].from_payload(decode(c)) for d, _, op, c in recorder.messages if d == DOWN
+    ]
+    assert {type(r) for r in sent} == {Empty, SetupRequest, StepRequest}
+    for request in sent:
+        rows: list[np.ndarray] = []
+        if isinstance(request, SetupRequest):
+            rows = [request.train_rows, request.eval_rows]
+            spec = json.dumps(request.spec)
+            assert "label" not in spec and '"y"' not in spec
+        elif isinstance(request, StepRequest):
+            rows = list(request.batches)
+            assert all(g.dtype == np.float32 and g.ndim == 2 for g in request.grads)
+        for values in rows:  # row indices: never the label vector of those rows
+            assert values.dtype == np.int64
+            assert not np.array_equal(values, y[values])

@@ -19,7 +19,7 @@ LEARNED_NOTHING = (
     "learned nothing: test accuracy 0.5000 is no better than always predicting the majority "
     "class (0.5000)"
 )
-FELL_BACK = "selection cost accuracy: the refit on the chosen features scored below the dense"
+FELL_BACK = "selection cost accuracy: every refit on a selection scored below the dense model"
 
 
 def path(kept: list[int], vals: list[float], mb_step: float = 0.5) -> list[dict]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ from vflfs.federation import DOWN, UP
 from vflfs.federation.payload import from_array
 from vflfs.ml import secure_layer as sl
 from vflfs.ml.models import TopModel, TopSpec, seeded
+from vflfs.protocol import SECURE_BACKWARD, SECURE_FORWARD, SECURE_STEP, STEP
 
 from helpers import run_local, tiny_config
 
@@ -175,12 +178,12 @@ def test_what_each_side_receives(paillier_run):
     _, recorder = paillier_run
     nbytes = 128  # a ciphertext at 512 bits
     seen = {(d, op) for d, _, op, _ in recorder.messages}
-    for op in ("train.secure_step", "train.secure_forward", "train.secure_backward"):
+    for op in (SECURE_STEP.name, SECURE_FORWARD.name, SECURE_BACKWARD.name):
         assert (UP, op) in seen and (DOWN, op) in seen
-    assert (UP, "train.step") not in seen
+    assert (UP, STEP.name) not in seen
     masked_up, masked_down = [], []
     for direction, _, op, content in recorder.messages:
-        if not op.startswith("train.secure_") or op == "train.secure_setup":
+        if op not in {SECURE_STEP.name, SECURE_FORWARD.name, SECURE_BACKWARD.name}:
             continue
         for key, value in _arrays(content).items():
             name = key.split("#")[0]
@@ -220,6 +223,22 @@ def test_gated_strategies_run_secure(strategy, tmp_path):
     }
     assert abs(results["none"]["val_metric"] - results["plaintext"]["val_metric"]) <= 0.1
     assert results["plaintext"]["val_metric"] > 0.6
+
+
+@pytest.mark.parametrize("lam_server, kept", [(0, 8), (1000, 0)])
+def test_the_server_prox_applies_through_the_secure_layer(lam_server, kept, tmp_path):
+    """Group lasso's server-side prox runs after every step through the secure layer too (on
+    the server's share W~): a threshold above any column's norm leaves no input column of the
+    server's non-zero, so no embedding component counts as kept; without it all 2 x 4 do."""
+    plain = SMALL.replace("strategy.secure_key_bits=512", "")  # group_lasso has no such key
+    cfg = tiny_config(
+        f"{plain} strategy=group_lasso strategy.path.enabled=false +strategy.secure=plaintext "
+        f"strategy.lam_server={lam_server}"
+    )
+    run_local(cfg, tmp_path)
+    with (tmp_path / "history.csv").open() as f:
+        history = list(csv.DictReader(f))
+    assert [int(row["components_kept"]) for row in history] == [kept] * 3
 
 
 def test_secure_needs_one_local_step(tmp_path):

@@ -1,0 +1,66 @@
+"""Operations of the group-lasso strategies (LESS-VFL, local lasso, group lasso; spec section 5).
+
+Castiglia et al. 2023, "LESS-VFL: Communication-Efficient Feature Selection for Vertical
+Federated Learning", ICML (Algorithm 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vflfs.ml.embedding_selection import ProxSGD
+
+from .body import Body, Empty, Operation, flat_field
+from .core import Kept
+
+
+@dataclass(frozen=True)
+class TrainEmbeddingsReply(Body):
+    """Stage 2's one upload: evaluation-mode embeddings of every training row, in the order of
+    the training rows given at setup."""
+
+    embeddings: np.ndarray
+
+
+@dataclass(frozen=True)
+class LocalSelectRequest(Body):
+    """K_m (``components``) and stage 3's proximal SGD settings; ``path_points`` > 0 fits a
+    regularisation path of that many points and keeps its sparsest point within
+    ``path_tolerance`` of the best fit."""
+
+    components: np.ndarray
+    path_points: int = 0
+    path_tolerance: float = 0.05
+    prox: ProxSGD = flat_field(ProxSGD)
+
+
+@dataclass(frozen=True)
+class LocalSelectReply(Body):
+    """When stage 3 started and ended (wall clock), its first and last proxy loss, what the
+    party kept, and per path point the fit's R^2 and the features kept."""
+
+    started: float
+    ended: float
+    loss_first: float
+    loss_last: float
+    features: np.ndarray
+    components: np.ndarray
+    path_r2: list = field(default_factory=list)
+    path_kept: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PruneRequest(Body):
+    """End a group-lasso phase: remove the zero input columns (and the embedding components not
+    in ``components``), stop the prox, continue with ``optimizer`` at ``lr``."""
+
+    optimizer: str
+    lr: float
+    components: np.ndarray | None = None
+
+
+TRAIN_EMBEDDINGS = Operation("query.train_embeddings", Empty, TrainEmbeddingsReply)
+LOCAL_SELECT = Operation("train.local_select", LocalSelectRequest, LocalSelectReply)
+PRUNE = Operation("train.prune", PruneRequest, Kept)

@@ -1,0 +1,136 @@
+"""The interactive layer: how the parties' embeddings reach the top model's head, and their
+gradients go back (spec sections 3 and 4).
+
+:class:`VFL <vflfs.strategies.vfl.VFL>` trains through one :class:`InteractiveLayer` and never
+asks which one: :class:`PlainLayer` (``strategy.secure = none``: embeddings up, gradients down,
+the server computes the layer) or :class:`~vflfs.strategies.secure_layer.SecureLayer`
+(``plaintext`` / ``paillier``: the split-weight protocol). Per batch a layer turns the step
+replies into the head's input ``z``; the top model steps on it
+(:meth:`~vflfs.ml.top.ServerModel.head_step`, the same for both, with the server's prox),
+and the layer's :class:`Pass` then yields each party's gradient message.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import torch
+
+from vflfs.federation import Federation
+from vflfs.ml.top import ServerModel
+from vflfs.protocol import STEP, Body, Operation
+from vflfs.server_app.experiment import Experiment
+
+
+class Pass(ABC):
+    """One training batch through the layer: the head's input ``z`` and, after the top
+    model's step, each party's gradient message."""
+
+    z: torch.Tensor
+    uploaded = 0  # embedding floats the parties uploaded in the clear for this batch
+
+    def update(self) -> None:
+        """The layer's own weight update, after the top model's optimiser step (none: the
+        optimiser moves the plain layer with the rest of the model)."""
+        return None
+
+    @abstractmethod
+    def gradients(self) -> list[np.ndarray]:
+        """Per party, what goes down with its next step request."""
+
+
+class InteractiveLayer(ABC):
+    """Both sides' part of the interactive layer; the server's weights live in the top model
+    (``server.model.interactive``)."""
+
+    step_operation: Operation
+
+    def __init__(self, server: ServerModel) -> None:
+        self.server = server
+
+    def exchange(
+        self, federation: Federation, grads: list[list[np.ndarray]], batches, evaluate: bool
+    ) -> dict[int, Body]:
+        """One round-trip: the last gradients go down with the next batches (and, at an epoch
+        boundary, the evaluation request); embeddings come back."""
+        op = self.step_operation
+        requests = {
+            m: op.request(grads=g, batches=batches, evaluate=evaluate) for m, g in enumerate(grads)
+        }
+        return federation.send(op, requests)
+
+    @abstractmethod
+    def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
+        """Batch ``k`` of the step replies (``rows`` rows) through the layer."""
+
+    @abstractmethod
+    def evaluation(self, replies: dict[int, Body], rows: int) -> tuple[list[np.ndarray], int]:
+        """Per party, its part of the evaluation rows (``rows`` in all) that
+        :meth:`head_input` combines, and the bytes the parties sent for them."""
+
+    @abstractmethod
+    def head_input(self, parts: list[np.ndarray]) -> torch.Tensor:
+        """The head's input ``z`` from slices of :meth:`evaluation`'s parts (no gradient)."""
+
+
+class PlainLayer(InteractiveLayer):
+    """The parties send their embeddings; the server computes the layer in its top model."""
+
+    step_operation = STEP
+
+    def width(self, m: int) -> int:
+        return int(self.server.model.interactive[m].in_features)
+
+    def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
+        masks = [None if r.open is None else r.open[k] for r in replies.values()]
+        embeddings = [expand(r.embeddings[k], masks[m], self.width(m)) for m, r in replies.items()]
+        inputs = self.server.tensors(embeddings, grad=True)
+        self.server.model.train()
+        batch = PlainPass(self.server.model.interact(inputs), inputs, masks)
+        batch.uploaded = sum(int(np.size(r.embeddings[k])) for r in replies.values())
+        return batch
+
+    def evaluation(self, replies: dict[int, Body], rows: int) -> tuple[list[np.ndarray], int]:
+        parts = [expand(r.eval_embeddings, r.eval_open, self.width(m)) for m, r in replies.items()]
+        return parts, sum(int(r.eval_embeddings.nbytes) for r in replies.values())
+
+    def head_input(self, parts: list[np.ndarray]) -> torch.Tensor:
+        with torch.no_grad():
+            return self.server.model.interact(self.server.tensors(parts, grad=False))
+
+
+class PlainPass(Pass):
+    def __init__(
+        self, z: torch.Tensor, inputs: list[torch.Tensor], masks: list[np.ndarray | None]
+    ) -> None:
+        self.z, self.inputs, self.masks = z, inputs, masks
+
+    def gradients(self) -> list[np.ndarray]:
+        """dL/dg_m of the components each party sent."""
+        out = []
+        for e, mask in zip(self.inputs, self.masks, strict=True):
+            g = e.grad.cpu().numpy()
+            out.append(g if mask is None else g[:, mask])
+        return out
+
+
+def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
+    """Embeddings with only the open components sent, back to full width (zeros elsewhere)."""
+    if mask is None:
+        return values
+    full = np.zeros((len(values), width), dtype=values.dtype)
+    full[:, mask] = values
+    return full
+
+
+def make_layer(
+    cfg, federation: Federation, experiment: Experiment, server: ServerModel
+) -> InteractiveLayer:
+    """The interactive layer of ``strategy.secure`` (``none``: :class:`PlainLayer`)."""
+    from .secure_layer import make_secure_layer
+
+    mode = str(cfg.strategy.get("secure", "none") or "none")
+    if mode == "none":
+        return PlainLayer(server)
+    return make_secure_layer(mode, cfg, federation, experiment, server)

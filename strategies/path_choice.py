@@ -1,0 +1,154 @@
+"""The regularisation path's settings, its points, and the validation rules that choose among them.
+
+:class:`PathSettings` is ``strategy.path``; a :class:`PathPoint` records what the model keeps and
+scores at one penalty; :func:`choose` is the one-standard-error rule, and :func:`candidates` the
+few sparser points whose refits the choice compares (:mod:`vflfs.strategies.path`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+from omegaconf import DictConfig
+
+from vflfs.server_app.experiment import Experiment
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """``strategy.path``: how the penalty grows and how the model is chosen."""
+
+    enabled: bool = True  # false: train at the strategy's fixed penalty (papers' protocol)
+    warmup_patience: int = 2  # dense epochs without a better validation score that end warm-up
+    warmup_max_epochs: int | None = None  # None: training.epochs
+    start: float = 0.05  # first penalty, in units of the dense model's training loss
+    growth: float = 2.0  # ratio of consecutive penalties
+    points: int = 12  # at most this many points after the dense one
+    steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
+    tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
+    max_features: int | None = None  # a budget: choose among points keeping at most this many
+    refit: bool = True
+    refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
+    candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
+    refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
+    refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
+
+    @classmethod
+    def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
+        given = dict(section or {})
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise ValueError(
+                f"unknown strategy.path keys {unknown}; the settings are {sorted(names)}"
+            )
+        settings = cls(**given)
+        if settings.refit_candidates < 1 or settings.candidate_slack < 1:
+            raise ValueError(
+                f"strategy.path.refit_candidates and strategy.path.candidate_slack must be >= 1, "
+                f"got {settings.refit_candidates} and {settings.candidate_slack}"
+            )
+        if settings.growth <= 1 or settings.start <= 0:
+            raise ValueError(
+                f"strategy.path.growth must be > 1 and strategy.path.start > 0, got "
+                f"{settings.growth} and {settings.start}"
+            )
+        return settings
+
+
+@dataclass
+class PathPoint:
+    """One point of the path: the penalty and what the model keeps and scores there."""
+
+    point: int
+    penalty: float  # the penalty scale (0: the dense model)
+    epoch: int  # the epoch that ended the point
+    val_metric: float
+    val_loss: float
+    selected: list[list[int]]  # per party: local indices of the features in use
+    components: list[list[int]]  # per party: embedding components the server reads
+    mb: float
+    kept: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kept = sum(len(f) for f, c in zip(self.selected, self.components, strict=True) if c)
+
+    def row(self) -> dict:
+        out = asdict(self)
+        out["per_party"] = [
+            len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
+        ]
+        out["components_kept"] = [len(c) for c in self.components]
+        return out
+
+
+def tolerance(setting: float | None, experiment: Experiment, best: float) -> float:
+    """A validation choice's slack: ``setting``, else one standard error of the best
+    validation score (binomial for accuracy; for R^2 one hundredth)."""
+    if setting is not None:
+        return float(setting)
+    if experiment.task.kind != "classification":
+        return 0.01
+    n = max(len(experiment.splits.val), 1)
+    p = min(max(best, 0.0), 1.0)
+    return math.sqrt(max(p * (1 - p), 1.0 / n) / n)
+
+
+def choose(points: list[PathPoint], slack: float, max_features: int | None) -> PathPoint:
+    """The sparsest point within ``slack`` of the best validation score (within the budget
+    when one is set; the best-scoring point within it, else the sparsest, when none is)."""
+    within = [p for p in points if max_features is None or p.kept <= max_features]
+    if not within:
+        return min(points, key=lambda p: (p.kept, -p.val_metric))
+    best = max(p.val_metric for p in within)
+    good = [p for p in within if p.val_metric >= best - slack]
+    return min(good, key=lambda p: (p.kept, -p.val_metric, p.point))
+
+
+def candidates(
+    points: list[PathPoint], chosen: PathPoint, slack: float, settings: PathSettings
+) -> list[PathPoint]:
+    """The points whose refits the final choice compares, densest first.
+
+    Along the path a model is scored while its penalty still shrinks it, so a sparse point
+    often scores below denser ones that its refit, free of the penalty, matches, and the
+    best-scoring point is not always the best selection either. The candidates are ``chosen``
+    (the one-standard-error point), the best-scoring point, and the sparsest points with fewer
+    features than the best whose score is within ``candidate_slack`` tolerances of it: at
+    most ``refit_candidates`` in all, one per distinct selection, none empty.
+    """
+    within = [
+        p
+        for p in points
+        if p.kept > 0 and (settings.max_features is None or p.kept <= settings.max_features)
+    ]
+    best = max(within, key=lambda p: (p.val_metric, -p.kept), default=chosen)
+    floor = best.val_metric - settings.candidate_slack * slack
+    picked = [chosen]
+    seen = {_selection_key(chosen)}
+    near = sorted(
+        (p for p in within if p.kept < best.kept and p.val_metric >= floor),
+        key=lambda p: (p.kept, -p.val_metric, p.point),
+    )
+    for p in [best, *near]:
+        key = _selection_key(p)
+        if len(picked) < settings.refit_candidates and key not in seen:
+            seen.add(key)
+            picked.append(p)
+    return sorted(picked, key=lambda p: -p.kept)
+
+
+def choose_refit(scores: list[tuple[PathPoint, float]], slack: float) -> int:
+    """Index of the sparsest model whose validation score is within ``slack`` of the best
+    (the dense model is one of them, with its warm-up score: it is never refit)."""
+    best = max(score for _, score in scores)
+    good = [i for i, (_, score) in enumerate(scores) if score >= best - slack]
+    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+
+
+def _selection_key(point: PathPoint) -> tuple:
+    return tuple(
+        (tuple(f), tuple(c)) if c and f else ((), ())
+        for f, c in zip(point.selected, point.components, strict=True)
+    )
