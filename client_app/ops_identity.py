@@ -18,20 +18,8 @@ import numpy as np
 
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.party_files import load_party_file
-from vflfs.federation import Payload
-from vflfs.federation.identity import (
-    DIGEST,
-    DIGEST_KEY,
-    IDENTIFY,
-    NODE_KEY,
-    NONCE,
-    PARTITION,
-    PATH,
-    SIGNATURE,
-    KeyFileError,
-    load_private_key,
-    signed_message,
-)
+from vflfs.federation.identity import NODE_KEY, KeyFileError, load_private_key, signed_message
+from vflfs.protocol import IDENTIFY, IdentifyReply, IdentifyRequest
 
 from .ops_align import _node, _source
 from .registry import OPERATIONS
@@ -41,11 +29,11 @@ _ROWS_PER_CHUNK = 1 << 15
 
 
 @OPERATIONS.operation(IDENTIFY)
-def identify(session: Session, payload: Payload) -> Payload:
+def identify(session: Session, request: IdentifyRequest) -> IdentifyReply:
     """Prove who this party is; nothing of its data leaves it but the keyed digest."""
-    digest = data_digest(session, payload)
-    reply: Payload = {PARTITION: session.partition_id, DIGEST: digest, SIGNATURE: b""}
+    digest = data_digest(session, request)
     key_path = _node(session, NODE_KEY)
+    signature = b""
     if key_path:
         try:
             key = load_private_key(key_path)
@@ -55,20 +43,20 @@ def identify(session: Session, payload: Payload) -> Payload:
                 public=f"party {session.partition_id}: {error} (node config {NODE_KEY})",
             ) from error
         message = signed_message(
-            session.context.run_id, session.partition_id, bytes(payload[NONCE]), digest
+            session.context.run_id, session.partition_id, bytes(request.nonce), digest
         )
-        reply[SIGNATURE] = key.sign(message)
-    return reply
+        signature = key.sign(message)
+    return IdentifyReply(partition_id=session.partition_id, digest=digest, signature=signature)
 
 
-def data_digest(session: Session, payload: Payload) -> bytes:
+def data_digest(session: Session, request: IdentifyRequest) -> bytes:
     """The keyed digest of this party's own file; empty when it has none (its columns then
     come from the server's dataset)."""
-    if not (_node(session, "data-path") or payload.get(PATH)):
+    if not (_node(session, "data-path") or request.path):
         return b""
-    source = _source(session, payload)
+    source = _source(session, request)
     table = load_party_file(source["path"], source["id_column"], source["cache_dir"] or None)
-    return table_digest(table.ids, table.X, bytes(payload[DIGEST_KEY]))
+    return table_digest(table.ids, table.X, bytes(request.digest_key))
 
 
 def table_digest(ids: np.ndarray, X: np.ndarray, key: bytes) -> bytes:

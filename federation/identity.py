@@ -5,7 +5,8 @@ private key (``identity-key``); the server's ``federation.party_keys`` lists eac
 public key. Before any data leaves a party, the server sends every party a fresh nonce; the party
 signs :func:`signed_message` (the run id, its partition id, the nonce and a keyed digest of its
 data) and the server verifies the signature with the partition's listed key
-(:mod:`vflfs.server_app.identity`; the party's side: :mod:`vflfs.client_app.ops_identity`).
+(:mod:`vflfs.server_app.identity`; the party's side: :mod:`vflfs.client_app.ops_identity`;
+the messages: :mod:`vflfs.protocol.identity`).
 """
 
 from __future__ import annotations
@@ -16,18 +17,6 @@ from pathlib import Path
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-IDENTIFY = "query.identify"  # the handshake's Flower message type
-
-# Payload keys. Server -> party:
-NONCE = "nonce"  # 32 fresh random bytes per party and run
-DIGEST_KEY = "digest_key"  # 32 fresh random bytes per run, the same for every party
-ID_COLUMN = "id_column"  # the server's dataset.id_column (for nodes without id-column)
-PATH = "path"  # the party's file from dataset.party_paths (for nodes without data-path)
-# Party -> server:
-PARTITION = "partition_id"
-SIGNATURE = "signature"  # empty when the node config names no identity key
-DIGEST = "digest"  # keyed digest of the party's own file; empty without one
 
 NODE_KEY = "identity-key"  # node config: the party's private key file (PEM)
 NONCE_BYTES = 32

@@ -20,21 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from vflfs.federation import Federation, PartyError
 from vflfs.federation.identity import (
-    DIGEST,
-    DIGEST_KEY,
-    ID_COLUMN,
-    IDENTIFY,
     NODE_KEY,
-    NONCE,
-    PARTITION,
-    PATH,
-    SIGNATURE,
     KeyFileError,
     fresh_nonce,
     load_public_key,
     public_pem,
     signed_message,
 )
+from vflfs.protocol import IDENTIFY, IdentifyReply, IdentifyRequest
 
 log = logging.getLogger("vflfs")
 
@@ -47,7 +40,7 @@ class IdentityError(PartyError):
     def __init__(self, party: int | None, detail: str) -> None:
         RuntimeError.__init__(self, detail)
         self.party = party
-        self.operation = IDENTIFY
+        self.operation = str(IDENTIFY)
 
 
 def party_keys(cfg: DictConfig, num_parties: int) -> list[Ed25519PublicKey] | None:
@@ -87,29 +80,30 @@ def verify_parties(federation: Federation, cfg: DictConfig, deployment: bool = F
             )
         return
     nonces = {m: fresh_nonce() for m in range(federation.num_parties)}
-    common = {DIGEST_KEY: fresh_nonce(), ID_COLUMN: str(cfg.dataset.get("id_column") or "id")}
+    digest_key, id_column = fresh_nonce(), str(cfg.dataset.get("id_column") or "id")
     paths = _party_paths(cfg, federation.num_parties)
-    payloads = {
-        m: {**common, NONCE: nonces[m], **({PATH: paths[m]} if paths else {})} for m in nonces
+    requests = {
+        m: IdentifyRequest(nonces[m], digest_key, id_column, paths[m] if paths else None)
+        for m in nonces
     }
-    replies = federation.send(IDENTIFY, payloads)
+    replies = federation.send(IDENTIFY, requests)
     run_id = grid_run_id(federation.grid)
     for m, reply in replies.items():
         _check_signature(m, reply, keys, run_id, nonces[m])
-    _check_distinct_data([bytes(replies[m].get(DIGEST) or b"") for m in sorted(replies)])
+    _check_distinct_data([bytes(replies[m].digest) for m in sorted(replies)])
     log.info("identity: all %d parties proved their partition with their keys", len(keys))
 
 
 def _check_signature(
-    m: int, reply: dict, keys: Sequence[Ed25519PublicKey], run_id: int, nonce: bytes
+    m: int, reply: IdentifyReply, keys: Sequence[Ed25519PublicKey], run_id: int, nonce: bytes
 ) -> None:
-    if int(reply.get(PARTITION, -1)) != m:
+    if int(reply.partition_id) != m:
         raise IdentityError(
             m,
-            f"party {m} answered the identity check as partition {reply.get(PARTITION)!r}; "
+            f"party {m} answered the identity check as partition {reply.partition_id!r}; "
             "fix: give each SuperNode its own partition-id and restart it",
         )
-    signature = bytes(reply.get(SIGNATURE) or b"")
+    signature = bytes(reply.signature)
     if not signature:
         raise IdentityError(
             m,
@@ -117,7 +111,7 @@ def _check_signature(
             f"{m}'s SuperNode with --node-config \"... {NODE_KEY}='/abs/party_{m}.key'\" (the "
             "private key of the pair whose .pub the server lists)",
         )
-    message = signed_message(run_id, m, nonce, bytes(reply.get(DIGEST) or b""))
+    message = signed_message(run_id, m, nonce, bytes(reply.digest))
     if _verifies(keys[m], signature, message):
         return
     other = [j for j, key in enumerate(keys) if j != m and _verifies(key, signature, message)]

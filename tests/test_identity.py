@@ -14,7 +14,8 @@ import pytest
 
 from vflfs.client_app.app import app as client_app
 from vflfs.federation import DOWN, UP, LocalGrid, PartyError, decode
-from vflfs.federation.identity import IDENTIFY, NONCE, KeyFileError
+from vflfs.federation.identity import KeyFileError
+from vflfs.protocol import ALIGN, IDENTIFY, INFO, IdentifyReply, IdentifyRequest
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.keygen import main as keygen_main
 from vflfs.server_app.identity import IdentityError, _check_signature, party_keys
@@ -69,8 +70,8 @@ def test_parties_with_their_keys_are_accepted_before_alignment(parties, tmp_path
     got = run_with_keys(manifest, tmp_path / "out", both, both, operations=ops)
     assert got["status"] == "completed"
     # The handshake comes after the parties' info and before any of their data is asked for.
-    assert ops.index(IDENTIFY) > ops.index("query.info")
-    assert ops.index(IDENTIFY) < ops.index("query.align")
+    assert ops.index(IDENTIFY.name) > ops.index(INFO.name)
+    assert ops.index(IDENTIFY.name) < ops.index(ALIGN.name)
 
 
 def test_a_signature_holds_for_its_own_run_and_nonce_only(parties, tmp_path):
@@ -79,16 +80,17 @@ def test_a_signature_holds_for_its_own_run_and_nonce_only(parties, tmp_path):
     wire: dict = {}
 
     def observer(direction, party, operation, content) -> None:
-        if operation == IDENTIFY:
+        if operation == IDENTIFY.name:
             wire[direction, party] = decode(content)
 
     both = [keys["party_0"], keys["party_1"]]
     run_with_keys(manifest, tmp_path / "out", both, both, observer=observer)
     listed = party_keys(compose_config(f"'federation.party_keys=[{both[0]}.pub,{both[1]}.pub]'"), 2)
-    sent, reply = wire[DOWN, 1], wire[UP, 1]
-    _check_signature(1, reply, listed, RUN_ID, sent[NONCE])  # the run's own: accepted
+    sent = IdentifyRequest.from_payload(wire[DOWN, 1])
+    reply = IdentifyReply.from_payload(wire[UP, 1])
+    _check_signature(1, reply, listed, RUN_ID, sent.nonce)  # the run's own: accepted
     with pytest.raises(IdentityError, match="does not verify"):
-        _check_signature(1, reply, listed, RUN_ID + 1, sent[NONCE])
+        _check_signature(1, reply, listed, RUN_ID + 1, sent.nonce)
     with pytest.raises(IdentityError, match="does not verify"):
         _check_signature(1, reply, listed, RUN_ID, bytes(32))
 
@@ -101,7 +103,7 @@ def test_a_wrong_key_is_refused_before_any_data_leaves(parties, tmp_path):
         run_with_keys(
             manifest, tmp_path / "out", listed, [keys["party_0"], keys["stranger"]], operations=ops
         )
-    assert "query.align" not in ops
+    assert ALIGN.name not in ops
     error = (tmp_path / "out" / "error.txt").read_text()
     assert "federation.party_keys[1]" in error and "fix:" in error
 
@@ -161,4 +163,4 @@ def test_without_keys_runs_as_before(parties, tmp_path):
     assert cfg.federation.party_keys is None
     ops: list[str] = []
     got = run_with_keys(manifest, tmp_path / "out", [], [None, None], operations=ops)
-    assert got["status"] == "completed" and IDENTIFY not in ops
+    assert got["status"] == "completed" and IDENTIFY.name not in ops
