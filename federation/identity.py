@@ -1,4 +1,4 @@
-"""Party identity: the handshake's operation, payload keys, signed message and key files.
+"""Party identity: the key files and the message a party signs in the identity handshake.
 
 Each party holds an Ed25519 key pair (``vflfs keygen``). Its SuperNode's node config names the
 private key (``identity-key``); the server's ``federation.party_keys`` lists each partition's

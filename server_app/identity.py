@@ -74,8 +74,8 @@ def verify_parties(federation: Federation, cfg: DictConfig, deployment: bool = F
         if deployment:
             log.warning(
                 "no party keys (%s): any node that the SuperLink admits can answer for any "
-                "partition, and a duplicated party file goes unnoticed; docs/deployment.md, "
-                "'Parties prove who they are', shows how to set them",
+                "partition, and a duplicated party file goes unnoticed; docs/deployment.md "
+                "(section 9, identity keys) shows how to set them",
                 KEYS,
             )
         return
