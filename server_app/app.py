@@ -63,8 +63,8 @@ def main(grid: Grid, context: Context) -> None:
     watch_superlink(grid, cfg, watched)
     try:
         run_experiment(grid, cfg, out_dir)
-    except SystemExit:
-        if watched.ended:  # run_experiment recorded the SystemExit; keep the reason instead
+    except (SystemExit, KeyboardInterrupt):
+        if watched.ended:  # run_experiment recorded the exit itself; keep the reason instead
             write_error(out_dir, RunInterrupted(watched.reason))
         raise
 

@@ -86,6 +86,8 @@ class SuperLinkWatch(threading.Thread):
                 last_seen = time.monotonic()
             elif time.monotonic() - last_seen > self.timeout:
                 break
+        if self.exit_watch.ended:  # Flower is already ending the process (its own monitor)
+            return
         self.exit_watch.reason = (
             f"the SuperLink ({self.address}) refused connections for {self.timeout:.0f} s "
             "(deployment.superlink_timeout) before the run finished: it stopped or was lost; "

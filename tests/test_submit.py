@@ -109,5 +109,6 @@ def test_a_lost_superlink_exits_with_its_code_and_leaves_error_txt(party_files, 
                 os.killpg(proc.pid, signal.SIGKILL)
         assert proc.returncode == EXIT_LOST, output
         error = (out / "error.txt").read_text()
-        assert "the SuperLink (127.0.0.1:" in error and "refused connections" in error, error
+        # The ServerApp's own record: its SuperLink watch fired, or Flower's monitor ended it.
+        assert error.startswith("RunInterrupted: ") and "SuperLink" in error, error
         assert not (out / "results.json").exists()
