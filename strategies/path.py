@@ -26,6 +26,7 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from omegaconf import DictConfig
@@ -45,7 +46,32 @@ from .path_choice import (
 )
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
-from .vfl import VFL
+from .vfl import VFL, party_importance
+
+
+@dataclass
+class Fitted:
+    """A trained model the choice may report: its epochs, each party's selection, and how
+    much each party's model used each feature, recorded when it finished training."""
+
+    first: int
+    stop: int  # the model's epochs are first .. stop - 1
+    parties: list[tuple[list[int] | None, list[int], int | None]]  # at best, now, components
+    importance: list[dict]
+
+    @classmethod
+    def now(
+        cls, federation: Federation, result: RunResult, first: int, stop: int | None = None
+    ) -> Fitted:
+        parties = [(p.selected_at_best, list(p.selected), p.components) for p in result.parties]
+        stop = len(result.history) if stop is None else stop
+        return cls(first, stop, parties, party_importance(federation))
+
+    def report(self, result: RunResult) -> None:
+        """Make this model the run's result."""
+        result.best_from, result.best_to = self.first, self.stop
+        for p, (at_best, selected, components) in zip(result.parties, self.parties, strict=True):
+            p.selected_at_best, p.selected, p.components = at_best, selected, components
 
 
 class PathStrategy(VFL):
@@ -53,7 +79,8 @@ class PathStrategy(VFL):
 
     name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
     refitting = False
-    dense: tuple[dict, list[list[int]]]  # the warm-up's best history row and selection
+    dense: Fitted  # the warm-up's model
+    reported: Fitted | None = None  # the model the path's choice reports
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -87,7 +114,8 @@ class PathStrategy(VFL):
         self.before_training(federation, experiment, result)
         epoch = self.warm_up(federation, experiment, result, on_epoch)
         dense = result.best
-        self.dense = (dense, [list(p.chosen()) for p in result.parties])
+        self.dense = Fitted.now(federation, result, 0, stop=dense["epoch"] + 1)
+        self.reported = None
         points = [self.point(federation, result, 0, 0.0, dense)]
         unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
         per_point = self.epochs_per_point(experiment)
@@ -227,16 +255,17 @@ class PathStrategy(VFL):
         model competes with its warm-up score and wins only if every refit falls short of it
         by more than ``slack`` (the run then warns).
 
-        Candidates go densest first, so the likely winner, a sparse one, is the last refit and
-        its model is the one the parties hold; a winner refit earlier is refit once more.
+        Each model's epochs, selection and feature importance are recorded as it finishes, so
+        the winner is reported wherever it came in the order (the parties hold the last one).
         """
-        dense = points[0]
-        dense_best, dense_selection = self.dense  # the warm-up's best epoch and selection
         pool = [p for p in candidates(points, chosen, slack, self.path) if p.point != 0]
         keeps = [self.within_budget(federation, point) for point in pool]
-        scores: list[tuple[PathPoint, float]] = [(dense, dense.val_metric)]
+        models = [self.dense]
+        scores: list[tuple[PathPoint, float]] = [(points[0], points[0].val_metric)]
         for i, (point, selected) in enumerate(zip(pool, keeps, strict=True)):
+            first = len(result.history)
             self.refit(federation, experiment, result, on_epoch, point, selected)
+            models.append(Fitted.now(federation, result, first))
             scores.append((point, float(result.best["val_metric"])))
             log.info(
                 "refit %d/%d (path point %d, %d features): validation %.4f",
@@ -252,25 +281,25 @@ class PathStrategy(VFL):
             {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
         ]
         choice["point"] = scores[win][0].point
+        self.reported = models[win]
+        self.reported.report(result)
         if win == 0:
             log.warning(
                 "no refit scored within the tolerance %.4f of the dense model (validation "
                 "%.4f): reporting the dense model",
                 slack,
-                dense.val_metric,
+                points[0].val_metric,
             )
-            result.best_from, result.best_to = 0, dense_best["epoch"] + 1
-            for p, sel in zip(result.parties, dense_selection, strict=True):
-                p.selected_at_best, p.components = sel, None
             choice["fallback"] = "dense"
-            return
-        if win != len(scores) - 1:
-            self.refit(federation, experiment, result, on_epoch, pool[win - 1], keeps[win - 1])
-        log.info(
-            "chosen after refits: path point %d, %d features",
-            pool[win - 1].point,
-            pool[win - 1].kept,
-        )
+        else:
+            log.info("chosen after refits: path point %d, %d features", *_size(pool[win - 1]))
+
+    def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
+        """The reported model's feature importance (asked when it finished training)."""
+        if self.reported is None:
+            super().finish(federation, experiment, result)
+        else:
+            result.importance.extend(self.reported.importance)
 
     def refit(
         self,
@@ -305,3 +334,7 @@ class PathStrategy(VFL):
         self.patience = 5 if patience is None else int(patience)
         epochs = self.path.refit_max_epochs or 3 * int(self.cfg.training.epochs)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
+
+
+def _size(point: PathPoint) -> tuple[int, int]:
+    return point.point, point.kept

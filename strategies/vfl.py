@@ -19,7 +19,7 @@ from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
-from vflfs.protocol import IMPORTANCE, SETUP, Body, SetupReply, SetupRequest
+from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, SetupRequest
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import InteractiveLayer, make_layer
@@ -107,22 +107,20 @@ class VFL(Strategy):
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Ask each party how much its model uses each input feature (for the report)."""
-        for m, reply in enumerate(federation.broadcast(IMPORTANCE)):
-            result.importance.append(
-                {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
-            )
+        result.importance.extend(party_importance(federation))
 
     # -- training -------------------------------------------------------------------------
     def exchange(
         self,
         federation: Federation,
         grads: list[list[np.ndarray]],
-        batches: list[np.ndarray],
+        plan: BatchPlan | None,
         evaluate: bool,
     ) -> dict[int, Body]:
         """One round-trip of the layer's step: the last gradients go down with the next
-        batches (and, at an epoch boundary, the evaluation request); embeddings come back."""
-        return self.layer.exchange(federation, grads, batches, evaluate)
+        batches' plan (and, at an epoch boundary, the evaluation request); embeddings come
+        back."""
+        return self.layer.exchange(federation, grads, plan, evaluate)
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
@@ -248,22 +246,20 @@ class VFL(Strategy):
         pending, so a strategy may do something else and call this again from ``stop``).
         """
         t = self.cfg.training
-        k = int(t.local_steps)
+        k, size = int(t.local_steps), int(t.batch_size)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
         for epoch in range(first, stop + 1):
             last = epoch == stop
             batches = (
-                []
-                if last
-                else epoch_batches(
-                    experiment.splits.train, int(t.batch_size), experiment.seed, epoch
-                )
+                [] if last else epoch_batches(experiment.splits.train, size, experiment.seed, epoch)
             )
             for r, group in enumerate(chunked(batches, k) or [[]]):
                 closing = epoch > first and r == 0
+                # the parties draw the same batches from the training rows given at setup
+                plan = BatchPlan(experiment.seed, epoch, size, r * k, len(group)) if group else None
                 with federation.traffic.in_phase("training"):
-                    replies = self.exchange(federation, grads, group, evaluate=closing)
+                    replies = self.exchange(federation, grads, plan, evaluate=closing)
                 if closing and self.close_epoch(
                     federation, experiment, result, epoch - 1, losses, replies, on_epoch
                 ):
@@ -271,7 +267,7 @@ class VFL(Strategy):
                     # gradient is pending and the run can go on with another phase.
                     with federation.traffic.in_phase("training"):
                         _, grads = self.server_steps(experiment, replies, group)
-                        self.exchange(federation, grads, [], evaluate=False)
+                        self.exchange(federation, grads, None, evaluate=False)
                     return True
                 if closing:
                     losses = []
@@ -348,3 +344,11 @@ class VFL(Strategy):
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
         return patience is not None and epoch - result.best["epoch"] >= int(patience)
+
+
+def party_importance(federation: Federation) -> list[dict]:
+    """How much each party's model uses each of its input features, and of which kind."""
+    return [
+        {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
+        for m, reply in enumerate(federation.broadcast(IMPORTANCE))
+    ]
