@@ -25,6 +25,7 @@ from vflfs.protocol import (
     GINI_COMBINE,
     GINI_MASK,
     GINI_SCORES,
+    IDENTIFY,
     IMPORTANCE,
     INFO,
     INIT_GATES,
@@ -97,6 +98,7 @@ OPERATIONS = Registry()
 HOMES: dict[str, tuple[Operation, ...]] = {
     "operations": (INFO, SETUP, STEP, IMPORTANCE, KEEP, PENALTY, SELECTION),
     "ops_align": (ALIGN,),
+    "ops_identity": (IDENTIFY,),
     "ops_gates": (INIT_GATES,),
     "ops_lasso": (TRAIN_EMBEDDINGS, LOCAL_SELECT, PRUNE),
     "ops_gini": (GINI_MASK, GINI_COMBINE, GINI_SCORES),

@@ -29,6 +29,7 @@ from .core import (
     StepRequest,
 )
 from .failure import Failure
+from .identity import IDENTIFY, IdentifyReply, IdentifyRequest
 from .lasso import (
     LOCAL_SELECT,
     PRUNE,
@@ -80,6 +81,7 @@ OPERATIONS: tuple[Operation, ...] = (
     PENALTY,
     SELECTION,
     INIT_GATES,
+    IDENTIFY,
     ALIGN,
     TRAIN_EMBEDDINGS,
     LOCAL_SELECT,
@@ -123,9 +125,12 @@ __all__ = [
     "GiniCombineReply",
     "GiniCombineRequest",
     "GiniMaskRequest",
+    "IDENTIFY",
     "IMPORTANCE",
     "INFO",
     "INIT_GATES",
+    "IdentifyReply",
+    "IdentifyRequest",
     "ImportanceReply",
     "InfoReply",
     "InitGatesReply",
