@@ -4,6 +4,8 @@ vflfs run dataset=phishing ...    # = vflfs-run (Hydra training), vflfs.runtime.
 vflfs report outputs/             # tables and plots over runs, vflfs.report.cli
 vflfs split OUT_DIR ...           # per-party files, vflfs.runtime.split_files
 vflfs data fetch all              # download the benchmarks, vflfs.runtime.data_cli
+vflfs submit . vfl -c ...         # flwr run, then exit with the run's status, vflfs.runtime.submit
+vflfs keygen keys/party_0         # a party's identity key pair, vflfs.runtime.keygen
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ HELP = {
     "deployment on one machine); see `vflfs split --help`",
     "data": "download the benchmark datasets (`vflfs data fetch NAME|all`) and list them "
     "(`vflfs data list`); see `vflfs data --help`",
+    "submit": "`flwr run` a deployment run, follow it, exit with its status (0 completed); "
+    "see `vflfs submit --help`",
+    "keygen": "a party's Ed25519 identity key pair (NAME.key, NAME.pub); see `vflfs keygen --help`",
 }
 
 
@@ -44,6 +49,14 @@ def entry() -> None:
         from vflfs.runtime.data_cli import main as data_main
 
         sys.exit(data_main(rest))
+    if command == "submit":
+        from vflfs.runtime.submit import main as submit_main
+
+        sys.exit(submit_main(rest))
+    if command == "keygen":
+        from vflfs.runtime.keygen import main as keygen_main
+
+        sys.exit(keygen_main(rest))
     top_parser().parse_args(argv or ["--help"])
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
@@ -117,7 +118,11 @@ def measure_floor(cfg: DictConfig, epochs: int, repeats: int = 5) -> dict:
     """Train SplitModel on the parties' views: one warm-up epoch, then ``repeats`` timed runs.
 
     The floor is the best run (the machine may be shared); the median is kept in the JSON.
+    It runs on the parties' torch thread count (``threads``), so that (d)/(a) compares the
+    same arithmetic.
     """
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
     experiment = Experiment.from_config(cfg)
     train, test, y = experiment.splits.train, experiment.splits.test, experiment.y
     views = [

@@ -1,4 +1,9 @@
-"""The vflfs ClientApp: one Flower action per registered party operation."""
+"""The vflfs ClientApp: one Flower action per operation of the protocol.
+
+Each action's handler is imported on its first message (:func:`~.registry.registered`): in
+deployment every message runs in a fresh process, which then loads only that operation's
+code and libraries.
+"""
 
 from __future__ import annotations
 
@@ -6,41 +11,43 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from vflfs.federation.payload import decode, encode, encode_error
+from vflfs.protocol import OPERATIONS, Operation
 
 from .errors import report_failure
-from .registry import OPERATIONS, Registered, load_operations
-from .session import Session
+from .registry import registered
 
 
-def _handler(op: Registered):
+def _handler(operation: Operation):
     def handle(msg: Message, context: Context) -> Message:
+        from .session import Session
+
         session = Session(context)
         try:
-            request = op.operation.request.from_payload(decode(msg.content))
+            op = registered(operation)
+            request = operation.request.from_payload(decode(msg.content))
             reply = op.fn(session, request)
-            if not isinstance(reply, op.operation.reply):
+            if not isinstance(reply, operation.reply):
                 raise TypeError(
-                    f"{op.message_type!r} answered a {type(reply).__name__}, not its "
-                    f"{op.operation.reply.__name__}"
+                    f"{operation.name!r} answered a {type(reply).__name__}, not its "
+                    f"{operation.reply.__name__}"
                 )
             session.save()
             return Message(encode(reply.to_payload()), reply_to=msg)
         except Exception as error:  # noqa: BLE001 - reported to the server, which raises
             session.discard()
-            report = report_failure(context, op.message_type, error)
+            report = report_failure(context, operation.name, error)
             return Message(encode_error(report), reply_to=msg)
 
-    handle.__name__ = op.message_type.replace(".", "_")
+    handle.__name__ = operation.name.replace(".", "_")
     return handle
 
 
 def build_client_app() -> ClientApp:
-    """A ClientApp exposing every operation in the registry."""
-    load_operations()
+    """A ClientApp exposing every operation of the protocol."""
     client_app = ClientApp()
-    for op in OPERATIONS:
-        register = getattr(client_app, op.operation.category)
-        register(op.operation.action)(_handler(op))
+    for operation in OPERATIONS:
+        register = getattr(client_app, operation.category)
+        register(operation.action)(_handler(operation))
     return client_app
 
 

@@ -29,7 +29,6 @@ from vflfs.protocol import (
 )
 
 from . import store
-from .ops_align import local_spec
 from .party import Party
 from .registry import OPERATIONS
 from .session import Session
@@ -52,6 +51,8 @@ def setup(session: Session, request: SetupRequest) -> SetupReply:
     A party with its own file (node config ``data-path``) reads its features from it, at the
     aligned rows the server sends; its node config ``device`` overrides the run's.
     """
+    from .ops_align import local_spec  # alignment's libraries only where setup runs
+
     spec = request.spec
     if int(spec["index"]) != session.partition_id:
         raise ValueError(
@@ -108,7 +109,8 @@ def step(session: Session, request: StepRequest) -> StepReply:
     """
     if request.evaluate:
         store.write_snapshot(session.context)
-    out = advance(session, request.grads, request.batches, request.evaluate)
+    batches = request.batch_rows(session.party.train_rows)
+    out = advance(session, request.grads, batches, request.evaluate)
     return StepReply(
         embeddings=out.embeddings or None,
         open=out.masks,

@@ -96,7 +96,7 @@ def secure_step(session: Session, request: SecureStepRequest) -> SecureStepReply
     grads = [
         sl.party_gradient(w, sl.ints_from_wire(state[f"r{i}"])) for i, w in enumerate(request.grads)
     ]
-    out = advance(session, grads, request.batches, request.evaluate)
+    out = advance(session, grads, request.batch_rows(session.party.train_rows), request.evaluate)
     wires = [sl.party_encrypt(own, g) for g in out.embeddings]
     evaluation = out.eval_embeddings
     return SecureStepReply(

@@ -87,6 +87,8 @@ class Party:
         self.features = np.arange(self.X_all.shape[1])
         self.components = np.arange(bottom.embedding_size)
         self.X = self.X_all
+        # the rows that step requests' batch plans draw from (BatchPlan)
+        self.train_rows = np.zeros(0, np.int64) if train_rows is None else train_rows
         self.optimizer = self._make_optimizer()
         self.pending: list[np.ndarray] = []  # rows of the batches whose gradients are due
         self.pending_seeds: list[int] = []  # their gate-noise seeds

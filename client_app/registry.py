@@ -4,7 +4,9 @@ An operation's handler is a function ``(session, request) -> reply`` registered 
 :class:`vflfs.protocol.Operation` (its typed request and reply; :mod:`vflfs.protocol`).
 :mod:`vflfs.client_app.app` exposes every registered operation as a ClientApp action. Core
 operations live in ``operations.py``; a strategy's own operations live in a module
-``ops_<name>.py`` of this package, found at start.
+``ops_<name>.py`` of this package. :data:`HOMES` names each operation's module: the
+ClientApp imports it on the operation's first message (:func:`registered`), so that a process
+serving one message (deployment) loads only what that operation needs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 from flwr.app.metadata import validate_message_type
 
-from vflfs.protocol import Body, Operation
+from vflfs.protocol import (
+    ALIGN,
+    FSTAT_COMBINE,
+    FSTAT_MASK,
+    FSTAT_SCORES,
+    GINI_COMBINE,
+    GINI_MASK,
+    GINI_SCORES,
+    IDENTIFY,
+    IMPORTANCE,
+    INFO,
+    INIT_GATES,
+    KEEP,
+    LOCAL_SELECT,
+    PENALTY,
+    PRUNE,
+    RESUME,
+    SECURE_BACKWARD,
+    SECURE_FORWARD,
+    SECURE_SETUP,
+    SECURE_STEP,
+    SELECTION,
+    SETUP,
+    STEP,
+    TRAIN_EMBEDDINGS,
+    Body,
+    Operation,
+)
 
 if TYPE_CHECKING:
     from .session import Session
@@ -66,6 +95,32 @@ class Registry:
 
 
 OPERATIONS = Registry()
+
+HOMES: dict[str, tuple[Operation, ...]] = {
+    "operations": (INFO, SETUP, STEP, IMPORTANCE, KEEP, PENALTY, SELECTION),
+    "ops_align": (ALIGN,),
+    "ops_identity": (IDENTIFY,),
+    "ops_resume": (RESUME,),
+    "ops_gates": (INIT_GATES,),
+    "ops_lasso": (TRAIN_EMBEDDINGS, LOCAL_SELECT, PRUNE),
+    "ops_gini": (GINI_MASK, GINI_COMBINE, GINI_SCORES),
+    "ops_fstat": (FSTAT_MASK, FSTAT_COMBINE, FSTAT_SCORES),
+    "ops_secure": (SECURE_SETUP, SECURE_STEP, SECURE_FORWARD, SECURE_BACKWARD),
+}
+"""The module of this package that registers each operation's handler."""
+
+
+def registered(operation: Operation) -> Registered:
+    """The handler of ``operation``, importing its module (:data:`HOMES`) on first use.
+
+    Operations compare by name: a ClientApp shipped to a Ray actor holds copies of them.
+    """
+    if operation.name not in OPERATIONS:
+        import importlib
+
+        (home,) = [m for m, ops in HOMES.items() if operation.name in {o.name for o in ops}]
+        importlib.import_module(f"{__name__.rsplit('.', 1)[0]}.{home}")
+    return OPERATIONS[operation.name]
 
 
 def load_operations() -> None:

@@ -8,21 +8,46 @@ validation / test; a party's view adds spurious noise columns and scales on trai
 Every bad input raises :class:`DataError` (a ``ValueError``) naming the problem and the fix.
 """
 
-from vflfs.datasets import benchmarks as _benchmarks  # noqa: F401  (registers loaders)
-from vflfs.datasets import synthetic as _synthetic  # noqa: F401
-from vflfs.datasets import teacher as _teacher  # noqa: F401
-from vflfs.datasets import user_files as _user_files  # noqa: F401
-from vflfs.datasets.dataset import TASKS, Dataset, make_dataset
-from vflfs.datasets.errors import DataError
-from vflfs.datasets.loading import clear_dataset_cache, load_dataset
-from vflfs.datasets.noise import UNEVEN_RATIOS, add_spurious_features, noise_ratios
-from vflfs.datasets.party_view import PartyData, build_party_data
-from vflfs.datasets.paths import DATA_DIR_ENV, default_data_dir, resolve_data_dir
-from vflfs.datasets.registry import REGISTRY, dataset_names, register_dataset
-from vflfs.datasets.sample_splits import SampleSplits, kfold_splits, split_samples
-from vflfs.datasets.scaling import center, minmax_scale
-from vflfs.datasets.splits import SPLIT_KINDS, split_columns
-from vflfs.datasets.validation import validate
+from importlib import import_module
+from typing import Any
+
+# Each public name and its module, imported on first use: a party's process loads only what
+# it reads (its data view), not every loader's libraries. Loaders register themselves when
+# the registry is first asked for one (:func:`vflfs.datasets.registry.get_loader`).
+_HOMES = {
+    "DATA_DIR_ENV": "paths",
+    "REGISTRY": "registry",
+    "SPLIT_KINDS": "splits",
+    "TASKS": "dataset",
+    "UNEVEN_RATIOS": "noise",
+    "DataError": "errors",
+    "Dataset": "dataset",
+    "PartyData": "party_view",
+    "SampleSplits": "sample_splits",
+    "add_spurious_features": "noise",
+    "build_party_data": "party_view",
+    "clear_dataset_cache": "loading",
+    "dataset_names": "registry",
+    "default_data_dir": "paths",
+    "kfold_splits": "sample_splits",
+    "load_dataset": "loading",
+    "make_dataset": "dataset",
+    "center": "scaling",
+    "minmax_scale": "scaling",
+    "noise_ratios": "noise",
+    "register_dataset": "registry",
+    "resolve_data_dir": "paths",
+    "split_columns": "splits",
+    "split_samples": "sample_splits",
+    "validate": "validation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "DATA_DIR_ENV",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
-import pandas as pd
 
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.validation import validate
@@ -53,6 +52,8 @@ def check_task(task: str) -> str:
 
 def encode_labels(name: str, y: np.ndarray) -> tuple[np.ndarray, int]:
     """Recode class labels of any type to int64 ids 0..c-1 (sorted by ``np.unique``)."""
+    import pandas as pd  # on use: a party's process never imports it
+
     missing = int(np.count_nonzero(pd.isna(y)))
     if missing:
         first = int(np.flatnonzero(pd.isna(y))[0])

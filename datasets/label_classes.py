@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from vflfs.datasets.errors import DataError
 
@@ -61,6 +60,8 @@ def check_classes(
 ) -> LabelClasses:
     """Encode the labels ``values`` of ``where`` (a file name) into class ids, checked."""
     values = np.asarray(values).reshape(-1)
+    import pandas as pd  # on use: a party's process never imports it
+
     missing = int(np.count_nonzero(pd.isna(values)))
     if missing:
         raise DataError(

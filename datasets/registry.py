@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,13 @@ from vflfs.datasets.errors import DataError
 
 Loader = Callable[..., Dataset]
 REGISTRY: dict[str, Loader] = {}
+BUILTIN = ("benchmarks", "synthetic", "teacher", "user_files")  # modules whose loaders register
+
+
+def _register_builtin() -> None:
+    """Import the modules of vflfs's own loaders (each registers its loaders once)."""
+    for module in BUILTIN:
+        import_module(f"vflfs.datasets.{module}")
 
 
 def register_dataset(name: str) -> Callable[[Loader], Loader]:
@@ -33,11 +41,13 @@ def register_dataset(name: str) -> Callable[[Loader], Loader]:
 
 def dataset_names() -> list[str]:
     """Registered dataset names, sorted."""
+    _register_builtin()
     return sorted(REGISTRY)
 
 
 def get_loader(name: str) -> Loader:
     """Return the loader of ``name`` or raise a DataError listing the available names."""
+    _register_builtin()
     if not isinstance(name, str) or name not in REGISTRY:
         raise DataError(
             f"unknown dataset {name!r}; fix: use one of {dataset_names()} (config key dataset.name)"

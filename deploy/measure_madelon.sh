@@ -7,7 +7,7 @@
 # party files and a labels file, starts a TLS SuperLink with SuperNode authentication and one
 # SuperNode per party (each reading its own file) on loopback ports, and runs every strategy
 # twice on the same files and config: in Flower's simulation engine (vflfs-run) and over the
-# deployment (flwr run). Prints one line per run: wall time, test accuracy, round-trips, and
+# deployment (vflfs submit, with the parties' identity keys). Prints one line per run: wall time, test accuracy, round-trips, and
 # whether the deployment's step losses equal the simulation's. Results land in WORK_DIR.
 # Environment: PORT (SuperLink, default 9093; SuperNodes use PORT+7 and PORT+8), EPOCHS (20),
 # STRATEGIES ("vfl fedsdg_fs").
@@ -34,6 +34,7 @@ declare -A strategies=(
 vflfs split "$work/data" --format npz dataset=madelon dataset.data_dir="$data_dir" \
   split=random split.num_parties=2 >"$work/split.txt"
 deploy/make_certs.sh "$work/tls" 2 >/dev/null
+[ -f "$work/identity/party_1.key" ] || vflfs keygen "$work/identity/party_0" "$work/identity/party_1" >/dev/null
 
 cleanup() { kill $(jobs -p) 2>/dev/null || true; }
 trap cleanup EXIT
@@ -55,7 +56,7 @@ for i in 0 1; do
   flower-supernode --superlink "127.0.0.1:$port" --port $((port + 7 + i)) \
     --root-certificates "$work/tls/certs/ca.crt" \
     --auth-supernode-private-key "$work/tls/keys/supernode_$i" \
-    --node-config "partition-id=$i num-partitions=2 data-path='$work/data/party_$i.npz' id-column='id'" \
+    --node-config "partition-id=$i num-partitions=2 data-path='$work/data/party_$i.npz' id-column='id' identity-key='$work/identity/party_$i.key'" \
     >"$work/supernode_$i.log" 2>&1 &
 done
 
@@ -80,8 +81,9 @@ for s in ${STRATEGIES:-vfl fedsdg_fs}; do
   summary simulation "$s" "$SECONDS" "$work/simulation/$s"
 
   SECONDS=0
-  flwr run . vfl --stream -c "hydra-overrides='$server' output-dir='$work/deployment/$s'" \
-    >"$work/deployment-$s.log" 2>&1
+  keys="federation.party_keys=[$work/identity/party_0.pub,$work/identity/party_1.pub]"
+  vflfs submit . vfl -c "hydra-overrides='$server $keys' output-dir='$work/deployment/$s'" \
+    >"$work/deployment-$s.log" 2>&1 # exits non-zero (and stops the script) if the run fails
   summary deployment "$s" "$SECONDS" "$work/deployment/$s"
   python - "$work/simulation/$s" "$work/deployment/$s" <<'EOF'
 import json, sys

@@ -90,11 +90,14 @@ class Federation:
         for slot, info in replies.items():
             pid = int(info.partition_id)
             if not 0 <= pid < self.num_parties or pid in by_partition:
+                twice = f" as node {by_partition[pid][0]} does" if pid in by_partition else ""
                 raise PartyError(
                     None,
                     "connect",
-                    f"node {nodes[slot]} reports partition-id {pid}; each party needs a distinct "
-                    f"partition-id in 0..{self.num_parties - 1} in its node config.",
+                    f"node {nodes[slot]} reports partition-id {pid}{twice}; each party needs a "
+                    f"distinct partition-id in 0..{self.num_parties - 1} in its node config; "
+                    "fix: stop the node that does not own that partition (federation.party_keys "
+                    "makes every party prove its partition).",
                 )
             by_partition[pid] = (nodes[slot], info)
         self.node_ids = [by_partition[p][0] for p in range(self.num_parties)]

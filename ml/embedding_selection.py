@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,7 +27,9 @@ from torch import nn
 
 from .batches import epoch_batches
 from .prox import group_lasso_prox_, nonzero_columns
-from .top import ServerModel
+
+if TYPE_CHECKING:  # the protocol imports ProxSGD from here: no metrics libraries on import
+    from .top import ServerModel
 
 STAGE_SEED = 7_919  # offsets the batch order of the local stages from the training epochs'
 

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .paillier import slots_per_plaintext
-
 
 def quantize(X: np.ndarray, value_bits: int) -> np.ndarray:
     """Each column min-max scaled over these rows to integers 0..2^value_bits - 1 (int64).
@@ -93,6 +91,8 @@ class FStatParams:
 
     @property
     def per_ct(self) -> int:
+        from .paillier import slots_per_plaintext  # on use: the protocol imports this module
+
         return min(self.n_classes, slots_per_plaintext(self.key_bits, self.width))
 
     @property

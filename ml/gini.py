@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .paillier import slots_per_plaintext
-
 
 def bin_features(X: np.ndarray, bins: int) -> np.ndarray:
     """Bin index in 0..bins-1 of every value: equal-width bins over each column's range in ``X``
@@ -129,6 +127,8 @@ class GiniParams:
 
     @property
     def per_ct(self) -> int:
+        from .paillier import slots_per_plaintext  # on use: the protocol imports this module
+
         return min(self.slots, slots_per_plaintext(self.key_bits, self.width))
 
     def chunk(self, t: int) -> range:

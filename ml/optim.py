@@ -7,7 +7,38 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+
+def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
+    """``cls`` without the ``torch._dynamo`` wrappers of its methods: the same maths.
+
+    torch wraps an optimiser's ``step`` (and ``add_param_group``, ``zero_grad``,
+    ``state_dict``, ``load_state_dict``) so that ``torch.compile`` can trace around them;
+    each wrapper imports ``torch._dynamo`` on its first call, about 1.4 s of CPU in a fresh
+    process (in deployment every message is one). vflfs never compiles, so its optimisers
+    call the wrapped methods directly, ``step`` with gradients off as its wrapper sets them.
+    """
+    base = torch.optim.Optimizer
+    methods = {
+        name: getattr(base, name).__wrapped__
+        for name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+        if hasattr(getattr(base, name), "__wrapped__")
+    }
+    step = getattr(cls.step, "__wrapped__", None)
+    if step is not None:
+
+        def plain_step(self, closure=None):
+            with torch.set_grad_enabled(bool(self.defaults.get("differentiable", False))):
+                return step(self, closure)
+
+        methods["step"] = plain_step
+    return type(cls.__name__, (cls,), {**methods, "__module__": __name__})
+
+
+OPTIMIZERS = {
+    "adam": eager(torch.optim.Adam),
+    "sgd": eager(torch.optim.SGD),
+    "adamw": eager(torch.optim.AdamW),
+}
 
 
 def make_optimizer(

@@ -14,6 +14,7 @@ from .core import (
     SELECTION,
     SETUP,
     STEP,
+    BatchPlan,
     ImportanceReply,
     InfoReply,
     InitGatesReply,
@@ -28,6 +29,7 @@ from .core import (
     StepRequest,
 )
 from .failure import Failure
+from .identity import IDENTIFY, IdentifyReply, IdentifyRequest
 from .lasso import (
     LOCAL_SELECT,
     PRUNE,
@@ -80,6 +82,7 @@ OPERATIONS: tuple[Operation, ...] = (
     PENALTY,
     SELECTION,
     INIT_GATES,
+    IDENTIFY,
     ALIGN,
     TRAIN_EMBEDDINGS,
     LOCAL_SELECT,
@@ -105,6 +108,7 @@ __all__ = [
     "AlignRequest",
     "BackwardReply",
     "BackwardRequest",
+    "BatchPlan",
     "Body",
     "EVALUATION",
     "Empty",
@@ -123,9 +127,12 @@ __all__ = [
     "GiniCombineReply",
     "GiniCombineRequest",
     "GiniMaskRequest",
+    "IDENTIFY",
     "IMPORTANCE",
     "INFO",
     "INIT_GATES",
+    "IdentifyReply",
+    "IdentifyRequest",
     "ImportanceReply",
     "InfoReply",
     "InitGatesReply",

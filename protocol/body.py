@@ -31,10 +31,14 @@ def json_field(**kwargs: Any) -> Any:
     return field(metadata={_JSON: True}, **kwargs)
 
 
-def flat_field(cls: type, prefix: str = "", cast: Callable[[Any], Any] | None = None) -> Any:
+def flat_field(
+    cls: type, prefix: str = "", cast: Callable[[Any], Any] | None = None, optional: bool = False
+) -> Any:
     """A dataclass field that travels as one entry per field of ``cls``, named ``prefix`` +
-    field name, each passed through ``cast`` (both ways) when given."""
-    return field(metadata={_FLAT: (cls, prefix, cast)}, kw_only=True)
+    field name, each passed through ``cast`` (both ways) when given. An ``optional`` one
+    defaults to ``None``, which does not travel."""
+    extra = {"default": None} if optional else {}
+    return field(metadata={_FLAT: (cls, prefix, cast)}, kw_only=True, **extra)
 
 
 def _required(f: Field) -> bool:
@@ -84,6 +88,8 @@ class Body:
 
 def _unflatten(owner: type, f: Field, given: Payload) -> Any:
     nested, prefix, cast = f.metadata[_FLAT]
+    if not _required(f) and not any(prefix + inner.name in given for inner in fields(nested)):
+        return f.default
     items = {}
     for inner in fields(nested):
         key = prefix + inner.name

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .body import Body, Empty, Operation, json_field
+from vflfs.ml.batches import epoch_batches
+
+from .body import Body, Empty, Operation, flat_field, json_field
 
 EVALUATION = "evaluation"  # the traffic phase of evaluation entries riding on a training step
 
@@ -41,13 +43,46 @@ class SetupReply(Body):
 
 
 @dataclass(frozen=True)
+class BatchPlan:
+    """Batches ``first`` .. ``first + count - 1`` of epoch ``epoch``'s seeded shuffle of the
+    training rows given at setup, ``size`` rows each (:func:`vflfs.ml.batches.epoch_batches`):
+    the next batches in a few integers, which the party expands itself."""
+
+    seed: int
+    epoch: int
+    size: int
+    first: int
+    count: int
+
+    def rows(self, train_rows: np.ndarray) -> list[np.ndarray]:
+        """The batches' row indices, drawn from ``train_rows``."""
+        batches = epoch_batches(train_rows, self.size, self.seed, self.epoch)
+        if self.first < 0 or self.count < 0 or self.first + self.count > len(batches):
+            raise ValueError(
+                f"batches {self.first}..{self.first + self.count - 1} do not exist in an epoch "
+                f"of {len(batches)}; the server and party hold different training rows"
+            )
+        return batches[self.first : self.first + self.count]
+
+
+@dataclass(frozen=True)
 class StepRequest(Body):
-    """The gradients of the pending batches (one array each), the row indices of the next
-    batches, and whether to return evaluation embeddings too (after the update)."""
+    """The gradients of the pending batches (one array each), the next batches (their row
+    indices in ``batches``, or their :class:`BatchPlan` in ``plan``), and whether to return
+    evaluation embeddings too (after the update)."""
 
     grads: list = field(default_factory=list)
     batches: list = field(default_factory=list)
     evaluate: bool = False
+    plan: BatchPlan | None = flat_field(BatchPlan, "plan_", int, optional=True)
+
+    def batch_rows(self, train_rows: np.ndarray) -> list[np.ndarray]:
+        """The next batches' row indices (``plan`` expanded over ``train_rows``)."""
+        if self.plan is not None and len(self.batches):
+            raise ValueError("a step request carries its batches or their plan, not both")
+        if self.plan is not None:
+            return self.plan.rows(train_rows)
+        return [np.asarray(b, dtype=np.int64) for b in self.batches]
 
 
 @dataclass(frozen=True)

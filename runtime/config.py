@@ -51,6 +51,7 @@ NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
     "federation.timeout": (float, 0, False, False),
     "federation.connect_timeout": (float, 0, False, False),
     "federation.poll_interval": (float, 0, True, False),
+    "deployment.superlink_timeout": (float, 0, False, True),
 }
 
 

@@ -4,6 +4,8 @@ Run config keys (``--run-config``): ``hydra-overrides`` (e.g. ``"dataset=madelon
 ``output-dir``, and ``config-file`` (a resolved configuration to run instead of composing one).
 
 A configuration error leaves ``error.txt`` in ``output-dir`` when that names an absolute folder.
+So does a ServerApp that ends before the run finished (Flower ends it, ``flwr stop``, or its
+SuperLink refuses connections for ``deployment.superlink_timeout`` seconds): :mod:`.interrupted`.
 A folder holding a completed run of another configuration is refused (``rerun=true`` in the
 overrides replaces it); one holding the same configuration's is run again.
 
@@ -34,6 +36,7 @@ from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
 
+from .interrupted import RunInterrupted, watch_exit, watch_superlink
 from .run import run_experiment
 
 log = logging.getLogger("vflfs")
@@ -56,7 +59,14 @@ def main(grid: Grid, context: Context) -> None:
         if out_dir is not None and not isinstance(error, OutputFolderError):
             write_error(out_dir, error)
         raise
-    run_experiment(grid, cfg, out_dir)
+    watched = watch_exit(out_dir)
+    watch_superlink(grid, cfg, watched)
+    try:
+        run_experiment(grid, cfg, out_dir)
+    except (SystemExit, KeyboardInterrupt):
+        if watched.ended:  # run_experiment recorded the exit itself; keep the reason instead
+            write_error(out_dir, RunInterrupted(watched.reason))
+        raise
 
 
 def load_config(run_config) -> DictConfig:

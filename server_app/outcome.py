@@ -7,6 +7,7 @@ import logging
 import numpy as np
 
 from vflfs.strategies import RunResult
+from vflfs.strategies.local_steps import reduced_warning
 
 from .experiment import Experiment
 
@@ -46,6 +47,9 @@ def outcome(experiment: Experiment, result: RunResult) -> dict:
             "selection cost accuracy: every refit on a selection scored below the dense model "
             "by more than the tolerance, so the dense model (all features) is reported"
         )
+    lowered = reduced_warning(result.extra.get("local_steps"))
+    if lowered is not None:
+        warnings.append(lowered)
     for w in warnings:
         log.warning("WARNING: %s", w)
     return {"baseline_test_metric": baseline, "warnings": warnings}

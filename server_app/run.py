@@ -21,6 +21,7 @@ from vflfs.strategies.checkpoint import completed, open_checkpoints, run_strateg
 from .alignment import align_samples
 from .cross_validation import cross_validate
 from .experiment import Experiment
+from .identity import verify_parties
 from .outcome import outcome
 
 log = logging.getLogger("vflfs")
@@ -80,6 +81,7 @@ def run_experiment(
         )
         with federation.traffic.in_phase("setup"):
             federation.connect()
+            verify_parties(federation, cfg, deployment=is_deployment(grid))
         if experiment.needs_alignment:
             with federation.traffic.in_phase("align"):
                 experiment = align_samples(federation, experiment)
@@ -101,9 +103,14 @@ def poll_interval(grid: Grid, cfg: DictConfig) -> float:
     """``federation.poll_interval``; in the deployment engine at least
     ``deployment.poll_interval`` (each poll is an HTTP request to the SuperLink there)."""
     interval = float(cfg.federation.poll_interval)
-    if type(grid).__name__ == "HttpGrid":  # flwr.superlink.grid.http_grid (deployment)
+    if is_deployment(grid):
         interval = max(interval, float(cfg.get("deployment", {}).get("poll_interval", 0.05)))
     return interval
+
+
+def is_deployment(grid: Grid) -> bool:
+    """Whether ``grid`` is Flower's deployment engine's (flwr.superlink.grid.http_grid)."""
+    return type(grid).__name__ == "HttpGrid"
 
 
 def _log_epoch(row: dict) -> None:

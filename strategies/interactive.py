@@ -19,7 +19,7 @@ import torch
 
 from vflfs.federation import Federation
 from vflfs.ml.top import ServerModel
-from vflfs.protocol import STEP, Body, Operation
+from vflfs.protocol import STEP, BatchPlan, Body, Operation
 from vflfs.server_app.experiment import Experiment
 
 
@@ -50,13 +50,17 @@ class InteractiveLayer(ABC):
         self.server = server
 
     def exchange(
-        self, federation: Federation, grads: list[list[np.ndarray]], batches, evaluate: bool
+        self,
+        federation: Federation,
+        grads: list[list[np.ndarray]],
+        plan: BatchPlan | None,
+        evaluate: bool,
     ) -> dict[int, Body]:
-        """One round-trip: the last gradients go down with the next batches (and, at an epoch
-        boundary, the evaluation request); embeddings come back."""
+        """One round-trip: the last gradients go down with the next batches' plan (and, at an
+        epoch boundary, the evaluation request); embeddings come back."""
         op = self.step_operation
         requests = {
-            m: op.request(grads=g, batches=batches, evaluate=evaluate) for m, g in enumerate(grads)
+            m: op.request(grads=g, plan=plan, evaluate=evaluate) for m, g in enumerate(grads)
         }
         return federation.send(op, requests)
 

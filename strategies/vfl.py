@@ -5,7 +5,8 @@ Concepts, Advances and Challenges", 2024): each step the server sends batch indi
 return embeddings, the server steps its top model and returns each party the gradient of the
 loss with respect to its embedding. The gradient of step t travels with the indices of step t+1.
 With ``training.local_steps = K`` the parties embed K batches per round and apply K (slightly
-stale) gradients on the next round (FedBCD, Liu et al. 2022). Early stopping on validation.
+stale) gradients on the next round (FedBCD, Liu et al. 2022); :mod:`.local_steps` halves a K
+whose training loss blows up. Early stopping on validation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
-from vflfs.protocol import IMPORTANCE, SETUP, Body, SetupReply, SetupRequest
+from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, SetupRequest
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import (
@@ -32,6 +33,7 @@ from .checkpoint import (
     steps_sent,
 )
 from .interactive import InteractiveLayer, make_layer
+from .local_steps import LocalSteps
 from .result import PartyReport, RunResult
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
@@ -42,6 +44,7 @@ class VFL(Strategy):
 
     name = "vfl"
     layer: InteractiveLayer  # the interactive layer: plain, or secure (strategy.secure)
+    local: LocalSteps  # the K local steps in use (lowered if they blow up)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
@@ -74,6 +77,9 @@ class VFL(Strategy):
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
+        t = self.cfg.training
+        steps = -(-len(experiment.splits.train) // int(t.batch_size))
+        self.local = LocalSteps(int(t.local_steps), steps)
         self.server = self.make_server_model(experiment)
         self.layer = make_layer(self.cfg, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
@@ -122,19 +128,22 @@ class VFL(Strategy):
         self,
         federation: Federation,
         grads: list[list[np.ndarray]],
-        batches: list[np.ndarray],
+        plan: BatchPlan | None,
         evaluate: bool,
     ) -> dict[int, Body]:
         """One round-trip of the layer's step: the last gradients go down with the next
-        batches (and, at an epoch boundary, the evaluation request); embeddings come back."""
+        batches' plan (and, at an epoch boundary, the evaluation request); embeddings come
+        back."""
         steps_sent(self, grads)  # the checkpoints count each party's gradient steps
-        return self.layer.exchange(federation, grads, batches, evaluate)
+        return self.layer.exchange(federation, grads, plan, evaluate)
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
     ) -> tuple[list[float], list[list[np.ndarray]]]:
         """The top model's steps on the returned embeddings, through the interactive layer;
-        the gradients for each party."""
+        the gradients for each party (batch k's from the top model after its first k steps:
+        with K local steps, later batches carry what the top model learnt from earlier ones;
+        docs/deployment.md compares taking all K before the steps)."""
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
         for k, rows in enumerate(batches):
@@ -257,7 +266,7 @@ class VFL(Strategy):
         loop there (:mod:`vflfs.strategies.checkpoint`).
         """
         t = self.cfg.training
-        k = int(t.local_steps)
+        size = int(t.batch_size)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
         start = first
@@ -267,16 +276,18 @@ class VFL(Strategy):
         for epoch in range(start, stop + 1):
             last = epoch == stop
             batches = (
-                []
-                if last
-                else epoch_batches(
-                    experiment.splits.train, int(t.batch_size), experiment.seed, epoch
-                )
+                [] if last else epoch_batches(experiment.splits.train, size, experiment.seed, epoch)
             )
-            for r, group in enumerate(chunked(batches, k) or [[]]):
+            groups = chunked(batches, self.local.k) or [[]]
+            r = done = 0  # rounds and batches of the epoch sent so far
+            while r < len(groups):
+                group = groups[r]
                 closing = epoch > first and r == 0
+                # the parties draw the same batches from the training rows given at setup
+                plan = BatchPlan(experiment.seed, epoch, size, done, len(group)) if group else None
+                done += len(group)
                 with federation.traffic.in_phase("training"):
-                    replies = self.exchange(federation, grads, group, evaluate=closing)
+                    replies = self.exchange(federation, grads, plan, evaluate=closing)
                 if closing and self.close_epoch(
                     federation, experiment, result, epoch - 1, losses, replies, on_epoch
                 ):
@@ -284,13 +295,17 @@ class VFL(Strategy):
                     # gradient is pending and the run can go on with another phase.
                     with federation.traffic.in_phase("training"):
                         _, grads = self.server_steps(experiment, replies, group)
-                        self.exchange(federation, grads, [], evaluate=False)
+                        self.exchange(federation, grads, None, evaluate=False)
                     return True
                 if closing:
                     losses = []
+                    # The rest of the epoch in rounds of the K now in use (the guard may
+                    # have lowered it at this epoch's close).
+                    groups = [group, *chunked(batches[len(group) :], self.local.k)]
                 with federation.traffic.in_phase("training"):
                     step_losses, grads = self.server_steps(experiment, replies, group)
                 losses += step_losses
+                r += 1
             if epoch < stop:
                 epoch_done(self, result, LoopState(first, stop, epoch, grads, losses))
         return False
@@ -334,6 +349,9 @@ class VFL(Strategy):
         }
         result.history.append(row)
         result.extra["analytic_mb"] = row["analytic_mb"]
+        if self.local.requested > 1:
+            self.local.after_epoch(epoch, row["train_loss"])
+            result.extra["local_steps"] = self.local.record()
         if result.best["epoch"] == epoch:
             result.snapshot_best()
         if on_epoch is not None:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from vflfs.federation.identity import generate_key_pair
+
 from flower_procs import FlowerStack, make_tls, run_process, tool
 
 PARTIES = 2
@@ -44,21 +46,38 @@ def run_config(files: dict, out: Path, extra: str = "") -> str:
     return f"hydra-overrides='{overrides}' output-dir='{out}'"
 
 
+def identity_keys(stack: FlowerStack) -> list[Path]:
+    """The parties' identity key pairs (``<prefix>.key``/``.pub``), one prefix per party."""
+    return [stack.workdir / "identity" / f"party_{i}" for i in range(PARTIES)]
+
+
+def party_keys_override(stack: FlowerStack) -> str:
+    """The Hydra override that makes the server check every party's identity key."""
+    return f'"federation.party_keys=[{",".join(f"{k}.pub" for k in identity_keys(stack))}]"'
+
+
 @contextmanager
 def start_deployment(workdir: Path, files: dict) -> Iterator[FlowerStack]:
     """A TLS SuperLink with SuperNode authentication and one registered SuperNode per party
-    file; on exit, checks that every process it started is gone and nothing was installed."""
+    file, each holding its identity key (``identity_keys``); on exit, checks that every
+    process it started is gone and nothing was installed."""
     tls = make_tls(workdir / "tls", PARTIES)
     env = {**os.environ, "VFLFS_CACHE_DIR": str(workdir / "cache")}
     stack = FlowerStack(workdir / "stack", env=env, tls=tls)
     try:
         stack.start_superlink()
+        keys = [generate_key_pair(prefix)[0] for prefix in identity_keys(stack)]
         stack.start_supernodes(
             PARTIES,
             node_configs=[
-                # Each party's own file, and its own folder for the state a run resumes from.
-                {"data-path": p["path"], "id-column": "id", "state-dir": str(workdir / "state")}
-                for p in files["parties"]
+                # Each party's own file, identity key, and folder for the state a run resumes from.
+                {
+                    "data-path": p["path"],
+                    "id-column": "id",
+                    "identity-key": str(key),
+                    "state-dir": str(workdir / "state"),
+                }
+                for p, key in zip(files["parties"], keys, strict=True)
             ],
         )
         yield stack

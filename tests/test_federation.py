@@ -8,6 +8,9 @@ from flwr.app import Message
 from flwr.supercore.task_identity import TaskIdentity
 
 from vflfs.federation import DOWN, UP, Traffic, decode, encode, message_bytes
+from vflfs.runtime.config import compose_config
+
+from helpers import run_local
 
 
 def test_payload_round_trip():
@@ -75,3 +78,18 @@ def test_named_entries_are_filed_under_their_own_phase():
     assert 500 * 16 * 8 <= moved <= 500 * 16 * 8 + 64
     assert traffic.total_bytes("training") + moved == message_bytes(content)
     assert 64 * 16 * 4 <= traffic.total_bytes("training") <= 64 * 16 * 4 + 128
+
+
+def test_training_bytes_stay_within_3_percent_of_the_float32_payload(tmp_path):
+    """At MADELON size (2 parties, batch 128, 16 components, K = 1) the training messages carry
+    the embeddings up and the gradients down, and little else: each batch travels as its plan
+    (a few integers), not as 128 int64 row indices (which were 6 points of the payload)."""
+    cfg = compose_config(
+        "dataset=synthetic_madelon split=even split.num_parties=2 model=mlp "
+        "training.batch_size=128 training.epochs=1 training.local_steps=1 training.patience=null "
+        "device=cpu"
+    )
+    summary = run_local(cfg, tmp_path)
+    training = summary["communication"]["phases"]["training"]
+    payload = len(summary["step_losses"]) * 2 * 2 * 128 * 16 * 4  # up and down, per party
+    assert payload < training["bytes_up"] + training["bytes_down"] <= 1.03 * payload

@@ -154,14 +154,18 @@ def test_classification_labels_never_travel(tmp_path):
         request_of[op].from_payload(decode(c)) for d, _, op, c in recorder.messages if d == DOWN
     ]
     assert {type(r) for r in sent} == {Empty, SetupRequest, StepRequest}
+    train = np.zeros(0, np.int64)
     for request in sent:
         rows: list[np.ndarray] = []
         if isinstance(request, SetupRequest):
-            rows = [request.train_rows, request.eval_rows]
+            rows, train = [request.train_rows, request.eval_rows], request.train_rows
             spec = json.dumps(request.spec)
             assert "label" not in spec and '"y"' not in spec
         elif isinstance(request, StepRequest):
-            rows = list(request.batches)
+            # the next batches travel as a plan over the training rows; expanded, as the party
+            # expands them, they are row indices
+            assert request.plan is not None or not request.batches
+            rows = request.batch_rows(train)
             assert all(g.dtype == np.float32 and g.ndim == 2 for g in request.grads)
         for values in rows:  # row indices: never the label vector of those rows
             assert values.dtype == np.int64

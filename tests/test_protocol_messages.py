@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vflfs.client_app.app import app as client_app
+from vflfs.client_app.registry import HOMES, load_operations, registered
 from vflfs.client_app.registry import OPERATIONS as REGISTERED
-from vflfs.client_app.registry import load_operations
 from vflfs.federation import Federation, LocalGrid, PartyError, decode, encode
+from vflfs.ml.batches import epoch_batches
 from vflfs.ml.embedding_selection import ProxSGD
 from vflfs.ml.gini import GiniParams
 from vflfs.protocol import (
     INFO,
     OPERATIONS,
     STEP,
+    BatchPlan,
     GiniMaskRequest,
     LocalSelectRequest,
     Operation,
@@ -46,6 +50,26 @@ def test_a_step_request_round_trips_and_sends_no_defaults():
     assert back.evaluate is False
     assert through_records(StepRequest(evaluate=True)).evaluate is True
     assert set(StepReply(embeddings=[np.zeros((2, 4))]).to_payload()) == {"embeddings"}
+
+
+def test_a_batch_plan_travels_as_five_integers_and_expands_to_the_servers_batches():
+    rows = np.arange(100, 1764, dtype=np.int64)
+    plan = BatchPlan(seed=3, epoch=2, size=128, first=4, count=2)
+    request = StepRequest(grads=[np.ones((2, 3), np.float32)], plan=plan)
+    payload = request.to_payload()
+    assert {k: payload[k] for k in payload if k.startswith("plan_")} == {
+        "plan_seed": 3, "plan_epoch": 2, "plan_size": 128, "plan_first": 4, "plan_count": 2
+    }  # fmt: skip
+    back = through_records(request)
+    assert back.plan == plan and back.batches == []
+    expected = epoch_batches(rows, 128, 3, 2)[4:6]
+    got = back.batch_rows(rows)
+    assert len(got) == 2 and all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+    assert through_records(StepRequest(batches=[np.arange(3)])).plan is None
+    with pytest.raises(ValueError, match="different training rows"):
+        BatchPlan(3, 2, 128, 12, 2).rows(rows)  # 13 batches: 12 and 13 do not both exist
+    with pytest.raises(ValueError, match="not both"):
+        StepRequest(batches=[np.arange(3)], plan=plan).batch_rows(rows)
 
 
 def test_nested_and_json_fields_travel_flat():
@@ -92,6 +116,25 @@ def test_the_parties_serve_exactly_the_protocols_operations():
     assert {op.message_type for op in REGISTERED} == {op.name for op in OPERATIONS}
     assert all(REGISTERED[op.name].operation is op for op in OPERATIONS)
     assert INFO in OPERATIONS
+    # the ClientApp imports each operation's module on its first message: the table is right
+    homes = {op.name: module for module, ops in HOMES.items() for op in ops}
+    assert sorted(homes) == sorted(op.name for op in OPERATIONS)
+    for op in OPERATIONS:
+        assert REGISTERED[op.name].fn.__module__ == f"vflfs.client_app.{homes[op.name]}"
+        assert registered(op) is REGISTERED[op.name]
+
+
+def test_a_fresh_process_finds_the_handler_of_a_copied_operation():
+    """A ClientApp shipped to a Ray actor holds copies of the operations; the handler's module
+    is still found (by the operation's name) on the first message."""
+    code = (
+        "import copy, sys; from vflfs.client_app.registry import registered; "
+        "from vflfs.protocol import SECURE_STEP; "
+        "assert 'vflfs.client_app.ops_secure' not in sys.modules; "
+        "print(registered(copy.deepcopy(SECURE_STEP)).fn.__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "vflfs.client_app.ops_secure", result.stderr
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

@@ -1,0 +1,114 @@
+"""``vflfs submit``: a deployment run's outcome as the command's exit status, and ``error.txt``
+for every failure, on a real TLS SuperLink and SuperNodes on loopback.
+
+The shared stack (``conftest.deployment``) serves a completed run (with every party proving its
+identity key) and a failing one; a SuperLink killed mid-run (``-m heavy``) gets a stack of its
+own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from vflfs.runtime.submit import (
+    EXIT_FAILED,
+    EXIT_LOST,
+    EXIT_NOT_SUBMITTED,
+    EXIT_STOPPED,
+    conclude,
+    parse_submission,
+)
+
+from deployment_stack import party_keys_override, run_config, start_deployment
+from flower_procs import REPO, run_process, tool
+
+
+def submit(stack, config: str, *options: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    args = [tool("vflfs"), "submit", "--poll", "1", *options, ".", stack.connection]
+    return run_process([*args, "-c", config], env=stack.env, cwd=REPO, timeout=timeout)
+
+
+def test_the_submission_arguments_are_read_as_flwr_run_reads_them(tmp_path):
+    got = parse_submission(
+        [".", "vfl", "--stream", "-c", f"hydra-overrides='a=1 b=2' output-dir='{tmp_path}'",
+         "--format", "json", "--federation-config=num-supernodes=2"]
+    )  # fmt: skip
+    assert got.superlink == "vfl" and got.output_dir == tmp_path
+    assert "--stream" not in got.flwr_args and "--format" not in got.flwr_args
+    assert got.flwr_args[-1] == "--federation-config=num-supernodes=2"
+
+
+def test_the_outcome_is_written_where_the_run_left_none(tmp_path):
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    assert conclude(9, None, lost, 60) == EXIT_LOST
+    assert "run 9 the SuperLink stopped answering for 60 s" in (lost / "error.txt").read_text()
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "error.txt").write_text("the ServerApp's own reason\n")
+    status = {"status": "finished:stopped", "status-details": "stopped by user"}
+    assert conclude(9, status, stopped, 60) == EXIT_STOPPED
+    assert (stopped / "error.txt").read_text() == "the ServerApp's own reason\n"
+    assert conclude(9, {"status": "finished:completed"}, tmp_path / "absent", 60) == 0
+
+
+def test_a_completed_run_exits_0_after_every_party_proved_its_key(
+    deployment, party_files, tmp_path
+):
+    out = tmp_path / "out"
+    extra = f"training.epochs=1 {party_keys_override(deployment)}"
+    done = submit(deployment, run_config(party_files, out, extra))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((out / "results.json").read_text())["status"] == "completed"
+    assert "identity: all 2 parties proved their partition" in done.stdout + done.stderr
+    assert not (out / "error.txt").exists()
+
+
+def test_a_failing_run_exits_non_zero_and_leaves_error_txt(deployment, party_files, tmp_path):
+    out = tmp_path / "out"
+    done = submit(deployment, run_config(party_files, out, "training.epochs=0"))
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "finished:failed" in done.stderr
+    assert "training.epochs must be >= 1" in (out / "error.txt").read_text()
+
+
+def test_a_refused_submission_has_its_own_exit_code(deployment, tmp_path):
+    done = submit(deployment, "no-such-key=1")
+    assert done.returncode == EXIT_NOT_SUBMITTED, done.stdout + done.stderr
+    assert "not submitted" in done.stderr
+
+
+@pytest.mark.heavy
+def test_a_lost_superlink_exits_with_its_code_and_leaves_error_txt(party_files, tmp_path):
+    with start_deployment(tmp_path / "stack", party_files) as stack:
+        out = tmp_path / "out"
+        extra = "training.epochs=40 training.local_steps=1 deployment.superlink_timeout=10"
+        args = [tool("vflfs"), "submit", "--poll", "1", "--lost-after", "45", ".",
+                stack.connection, "-c", run_config(party_files, out, extra)]  # fmt: skip
+        proc = subprocess.Popen(
+            args, env=stack.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            node = stack.supernodes[0]
+            deadline = time.monotonic() + 300
+            while node.log().count("Receiving: train.step") < 2:  # training is on
+                assert time.monotonic() < deadline and proc.poll() is None, node.log()
+                time.sleep(1)
+            os.kill(stack.superlink.proc.pid, signal.SIGKILL)
+            stack.superlink.proc.wait(30)
+            output, _ = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == EXIT_LOST, output
+        error = (out / "error.txt").read_text()
+        # The ServerApp's own record: its SuperLink watch fired, or Flower's monitor ended it.
+        assert error.startswith("RunInterrupted: ") and "SuperLink" in error, error
+        assert not (out / "results.json").exists()
