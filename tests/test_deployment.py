@@ -63,7 +63,7 @@ def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_file
         plain.open(f"http://{deployment.superlink.address}/health", timeout=5)
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_fedsdg_fs_with_secure_gini_runs_in_deployment_as_in_process(
     deployment, party_files, tmp_path
 ):

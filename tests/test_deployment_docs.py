@@ -17,7 +17,7 @@ from proc_utils import REPO, ProcessTag, free_ports, run_process
 GUIDE = REPO / "docs" / "deployment.md"
 PORTS = ("9093", "9100", "9101")
 
-pytestmark = pytest.mark.heavy
+pytestmark = pytest.mark.extended
 
 
 def one_machine_script() -> str:

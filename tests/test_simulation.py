@@ -40,7 +40,7 @@ def test_simulation_equals_in_process_run(one_actor, tmp_path):
     assert summary["communication"]["bytes_up"] == local["communication"]["bytes_up"]
 
 
-@pytest.mark.heavy  # a second Ray simulation of the same run
+@pytest.mark.extended  # a second Ray simulation of the same run
 def test_two_ray_actors_give_the_same_result_as_one(one_actor, tmp_path):
     """With two actors each message may land in either process: context.state keeps one truth."""
     _, summary = one_actor

@@ -84,7 +84,7 @@ def test_a_refused_submission_has_its_own_exit_code(deployment, tmp_path):
     assert "not submitted" in done.stderr
 
 
-@pytest.mark.heavy
+@pytest.mark.extended
 def test_a_lost_superlink_exits_with_its_code_and_leaves_error_txt(party_files, tmp_path):
     with start_deployment(tmp_path / "stack", party_files) as stack:
         out = tmp_path / "out"
