@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from vflfs.federation.identity import generate_key_pair
 
-from flower_procs import FlowerStack, make_tls, run_process, tool
+from flower_procs import REPO, FlowerStack, make_tls, run_process, tool
 
 PARTIES = 2
 # The data the SuperNodes hold: a small MADELON-like set cut into two party files. A run's own
@@ -85,3 +86,9 @@ def start_deployment(workdir: Path, files: dict) -> Iterator[FlowerStack]:
         stack.stop()
     assert not stack.leftovers(), stack.leftovers()
     assert not (stack.home / "runtime-envs").exists()  # nothing was installed at run time
+
+
+def submit(stack, config: str, *options: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``vflfs submit`` of this repository's app with run config ``config`` on ``stack``."""
+    args = [tool("vflfs"), "submit", "--poll", "1", *options, ".", stack.connection]
+    return run_process([*args, "-c", config], env=stack.env, cwd=REPO, timeout=timeout)

@@ -25,7 +25,7 @@ import pytest
 
 from vflfs.runtime.config import compose_config
 
-from deployment_stack import TINY, run_config, start_deployment
+from deployment_stack import TINY, party_keys_override, run_config, start_deployment, submit
 from flower_procs import REPO
 from helpers import run_local
 
@@ -38,16 +38,19 @@ def own_deployment(tmp_path_factory, party_files):
 
 
 def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_files, tmp_path):
+    """Submitted with ``vflfs submit``, every party proving its identity key: exit status 0."""
     out = tmp_path / "out"
-    run = deployment.run_app(".", run_config=run_config(party_files, out), cwd=REPO)
-    assert run.run_id is not None, run.output
-    status = deployment.run_status(run.run_id)
-    assert status["status"] == "finished:completed", (status, run.output)
+    done = submit(deployment, run_config(party_files, out, party_keys_override(deployment)))
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "identity: all 2 parties proved their partition" in output
+    assert not (out / "error.txt").exists()
     results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "completed"
     assert results["alignment"]["aligned"] == 300 == sum(results["samples"].values())
     assert [p["n_features"] for p in results["parties"]] == [12, 12]
     assert results["epochs_run"] == 2 and results["devices"]["parties"] == ["cpu", "cpu"]
-    assert "alignment: 300 samples in common" in run.output
+    assert "alignment: 300 samples in common" in output
 
     # The same config on the original dataset, in process: the same training, step by step.
     local = run_local(compose_config(TINY), tmp_path / "local")

@@ -1,14 +1,13 @@
 """``vflfs submit``: a deployment run's outcome as the command's exit status, and ``error.txt``
 for every failure, on a real TLS SuperLink and SuperNodes on loopback.
 
-The shared stack (``conftest.deployment``) serves a completed run (with every party proving its
-identity key) and a failing one; a SuperLink killed mid-run (``-m heavy``) gets a stack of its
-own.
+The shared stack (``conftest.deployment``) serves a failing run (the completed one, with every
+party proving its identity key, is tests/test_deployment.py's TLS run); a SuperLink killed
+mid-run (``-m extended``) gets a stack of its own.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,13 +24,8 @@ from vflfs.runtime.submit import (
     parse_submission,
 )
 
-from deployment_stack import party_keys_override, run_config, start_deployment
-from flower_procs import REPO, run_process, tool
-
-
-def submit(stack, config: str, *options: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    args = [tool("vflfs"), "submit", "--poll", "1", *options, ".", stack.connection]
-    return run_process([*args, "-c", config], env=stack.env, cwd=REPO, timeout=timeout)
+from deployment_stack import run_config, start_deployment, submit
+from flower_procs import REPO, tool
 
 
 def test_the_submission_arguments_are_read_as_flwr_run_reads_them(tmp_path):
@@ -56,18 +50,6 @@ def test_the_outcome_is_written_where_the_run_left_none(tmp_path):
     assert conclude(9, status, stopped, 60) == EXIT_STOPPED
     assert (stopped / "error.txt").read_text() == "the ServerApp's own reason\n"
     assert conclude(9, {"status": "finished:completed"}, tmp_path / "absent", 60) == 0
-
-
-def test_a_completed_run_exits_0_after_every_party_proved_its_key(
-    deployment, party_files, tmp_path
-):
-    out = tmp_path / "out"
-    extra = f"training.epochs=1 {party_keys_override(deployment)}"
-    done = submit(deployment, run_config(party_files, out, extra))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((out / "results.json").read_text())["status"] == "completed"
-    assert "identity: all 2 parties proved their partition" in done.stdout + done.stderr
-    assert not (out / "error.txt").exists()
 
 
 def test_a_failing_run_exits_non_zero_and_leaves_error_txt(deployment, party_files, tmp_path):
