@@ -311,7 +311,8 @@ class PathStrategy(VFL):
             )
             choice["fallback"] = "dense"
         else:
-            log.info("chosen after refits: path point %d, %d features", *_size(pool[win - 1]))
+            chosen = pool[win - 1]
+            log.info("chosen after refits: path point %d, %d features", chosen.point, chosen.kept)
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """The reported model's feature importance (asked when it finished training)."""
@@ -358,7 +359,3 @@ class PathStrategy(VFL):
         self.patience = 5 if patience is None else int(patience)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
         return epoch
-
-
-def _size(point: PathPoint) -> tuple[int, int]:
-    return point.point, point.kept
