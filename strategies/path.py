@@ -42,12 +42,14 @@ from .path_choice import (
     candidates,
     choose,
     choose_refit,
+    good_models,
+    next_probe,
     tolerance,
 )
 from .path_progress import Fitted, PathProgress, Refits
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
-from .vfl import VFL
+from .vfl import VFL, party_importance
 
 
 class PathStrategy(VFL):
@@ -94,7 +96,9 @@ class PathStrategy(VFL):
                 self.before_training(federation, experiment, result)
             epoch = self.warm_up(federation, experiment, result, on_epoch)
             dense = result.best
-            self.dense = Fitted.now(federation, result, 0, stop=dense["epoch"] + 1)
+            self.dense = Fitted.now(
+                federation, result, 0, dense["epoch"] + 1, self.val_losses_at_best
+            )
             self.reported = None
             unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
             self.progress = PathProgress(
@@ -103,6 +107,9 @@ class PathStrategy(VFL):
                 epoch=epoch,
                 scale=self.path.start * unit,
             )
+            first = self.progress.points[0]
+            values = [d["values"] for d in self.dense.importance]
+            self.progress.ranking.update(0, first.selected, first.components, values)
         progress = self.progress
         if not self.refitting:
             self.follow_path(federation, experiment, result, on_epoch, progress)
@@ -131,6 +138,8 @@ class PathStrategy(VFL):
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + per_point)
             progress.epoch, progress.k = epoch + per_point, k + 1
             points.append(self.point(federation, result, k + 1, scale, result.history[-1]))
+            values = [d["values"] for d in party_importance(federation)]
+            progress.ranking.update(k + 1, points[-1].selected, points[-1].components, values)
             log.info(
                 "path point %d: penalty %.4g, validation %.4f, %d features kept",
                 k + 1,
@@ -281,25 +290,40 @@ class PathStrategy(VFL):
         refits = progress.refits
         assert refits is not None
         pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
-        for i in range(refits.done, len(pool)):  # a resumed run goes on from its refit
+        # A resumed run goes on from its refit; the probes follow the candidates.
+        while refits.done < len(pool) or self.add_probe(progress):
+            i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
-            models.append(Fitted.now(federation, result, first))
+            models.append(Fitted.now(federation, result, first, None, self.val_losses_at_best))
             scores.append((point, float(result.best["val_metric"])))
+            what = (
+                f"top {point.top_k} of the ranking" if point.top_k else f"path point {point.point}"
+            )
             log.info(
-                "refit %d/%d (path point %d, %d features): validation %.4f",
+                "refit %d (%s, %d features): validation %.4f",
                 i + 1,
-                len(pool),
-                point.point,
+                what,
                 point.kept,
                 scores[-1][1],
             )
-        win = choose_refit(scores, slack)
+        losses = [m.val_losses for m in models]
+        win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
         choice = result.extra["path_choice"]
+        choice["dense_good"] = 0 in good
         choice["refits"] = [
-            {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
+            {
+                "point": p.point,
+                "top_k": p.top_k,
+                "kept": p.kept,
+                "val_metric": score,
+                "val_loss": None if loss is None else float(np.mean(loss)),
+                "good": i in good,
+            }
+            for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
+            if i > 0
         ]
-        choice["point"] = scores[win][0].point
+        choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
         if win == 0:
@@ -313,6 +337,33 @@ class PathStrategy(VFL):
         else:
             chosen = pool[win - 1]
             log.info("chosen after refits: path point %d, %d features", chosen.point, chosen.kept)
+
+    def add_probe(self, progress: PathProgress) -> bool:
+        """Add the next selection of the path's ranking to refit (:func:`next_probe`), within
+        ``path.refit_probes`` and the feature budget; False when there is none."""
+        refits = progress.refits
+        assert refits is not None
+        if sum(p.top_k is not None for p in refits.pool) >= self.path.refit_probes:
+            return False
+        win = choose_refit(refits.scores, progress.slack, [m.val_losses for m in refits.models])
+        path_kept = [p.kept for p in progress.points if p.kept > 0]
+        k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
+        budget = self.path.max_features
+        if k is None or (budget is not None and k > budget):
+            return False
+        selected = progress.ranking.top(k)
+        near = min((p for p in progress.points if p.kept >= k), key=lambda p: p.kept)
+        components = [
+            c if c else next((q.components[m] for q in progress.points if q.components[m]), [])
+            for m, c in enumerate(near.components)
+        ]
+        probe = PathPoint(
+            near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
+            selected, components, near.mb, top_k=k,
+        )  # fmt: skip
+        refits.pool.append(probe)
+        refits.keeps.append(selected)
+        return True
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """The reported model's feature importance (asked when it finished training)."""

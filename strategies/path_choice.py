@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.server_app.experiment import Experiment
@@ -30,6 +31,7 @@ class PathSettings:
     max_features: int | None = None  # a budget: choose among points keeping at most this many
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
+    refit_probes: int = 3  # then refit this many selections of the ranking between them
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
@@ -69,6 +71,7 @@ class PathPoint:
     selected: list[list[int]]  # per party: local indices of the features in use
     components: list[list[int]]  # per party: embedding components the server reads
     mb: float
+    top_k: int | None = None  # not a trained point: the path ranking's top features
     kept: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,12 +142,68 @@ def candidates(
     return sorted(picked, key=lambda p: -p.kept)
 
 
-def choose_refit(scores: list[tuple[PathPoint, float]], slack: float) -> int:
-    """Index of the sparsest model whose validation score is within ``slack`` of the best
-    (the dense model is one of them, with its warm-up score: it is never refit)."""
+def choose_refit(
+    scores: list[tuple[PathPoint, float]],
+    slack: float,
+    losses: list[np.ndarray | None] | None = None,
+) -> int:
+    """Index of the sparsest good model (the dense model is one, with its warm-up score: it
+    is never refit).
+
+    Good: its validation score is within ``slack`` of the best, and, given each model's
+    per-sample validation ``losses``, its mean loss exceeds the lowest mean loss by at most
+    one standard error of the paired differences. The models score the same rows, so the
+    paired comparison sees a model that misses a relevant feature where the two scores'
+    own standard errors, each about ``slack``, would not.
+    """
+    good = good_models(scores, slack, losses)
+    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+
+
+def good_models(
+    scores: list[tuple[PathPoint, float]],
+    slack: float,
+    losses: list[np.ndarray | None] | None = None,
+) -> list[int]:
+    """The models :func:`choose_refit` chooses among (never none)."""
     best = max(score for _, score in scores)
     good = [i for i, (_, score) in enumerate(scores) if score >= best - slack]
-    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+    if losses is not None and all(v is not None and len(v) > 1 for v in losses):
+        ref = min(range(len(scores)), key=lambda i: float(np.mean(losses[i])))
+        paired = [i for i in good if _within_paired(losses[i], losses[ref])]
+        good = paired or good
+    return good
+
+
+def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
+    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
+    return float(diff.mean()) <= float(diff.std(ddof=1)) / math.sqrt(len(diff))
+
+
+def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
+    """How many of the ranking's top features to refit next, or None.
+
+    ``kept``: the features of each model compared so far (the dense one first), ``win`` the
+    one :func:`choose_refit` picks, ``path_kept`` what the path's points keep. The probe
+    halves (geometrically) the gap to the densest model sparser than the winner, which lost;
+    failing that, a gap of 1.5x or more to the next denser model or path point (the penalty's
+    doubling may drop weak relevant features together with the noise, and a denser model may
+    lose for its noise). None once the winner is the dense model or the gaps are closed.
+    """
+    a = kept[win]
+    if win == 0 or a <= 0:
+        return None
+    tried = set(kept)
+    below = [k for k in kept if 0 < k < a]
+    if below and (low := max(below)) and a - low >= 2 and a / low >= 1.2:
+        probe = round(math.sqrt(a * low))
+        probe = min(max(probe, low + 1), a - 1)
+        return None if probe in tried else probe
+    above = [k for k in [*kept, *path_kept] if k > a]
+    if not above or (up := min(above)) / a < 1.5:
+        return None
+    probe = min(max(round(math.sqrt(a * up)), a + 1), up - 1)
+    return None if probe in tried else probe
 
 
 def _selection_key(point: PathPoint) -> tuple:
