@@ -184,25 +184,32 @@ def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     """How many of the ranking's top features to refit next, or None.
 
     ``kept``: the features of each model compared so far (the dense one first), ``win`` the
-    one :func:`choose_refit` picks, ``path_kept`` what the path's points keep. The probe
-    halves (geometrically) the gap to the densest model sparser than the winner, which lost;
-    failing that, a gap of 1.5x or more to the next denser model or path point (the penalty's
-    doubling may drop weak relevant features together with the noise, and a denser model may
-    lose for its noise). None once the winner is the dense model or the gaps are closed.
+    one :func:`choose_refit` picks, ``path_kept`` what the path's points keep. A probe halves
+    (geometrically) a gap next to the winner, in this order: to the densest model sparser than
+    the winner (it lost); else, when no sparser model was refit, to the next sparser path
+    point (the penalty still shrank it when it was scored); then a gap of 1.5x or more to the
+    next denser model or path point (the penalty's doubling may drop weak relevant features
+    together with the noise). The dense model (``win`` 0) has no gap above. None once the
+    gaps are closed.
     """
     a = kept[win]
-    if win == 0 or a <= 0:
+    if a <= 0:
         return None
     tried = set(kept)
-    below = [k for k in kept if 0 < k < a]
-    if below and (low := max(below)) and a - low >= 2 and a / low >= 1.2:
-        probe = round(math.sqrt(a * low))
-        probe = min(max(probe, low + 1), a - 1)
-        return None if probe in tried else probe
-    above = [k for k in [*kept, *path_kept] if k > a]
-    if not above or (up := min(above)) / a < 1.5:
+    below = [k for k in kept if 0 < k < a] or [k for k in path_kept if 0 < k < a]
+    if below and a - (low := max(below)) >= 2 and a / low >= 1.2:
+        return _between(low, a, tried)
+    if win == 0:
         return None
-    probe = min(max(round(math.sqrt(a * up)), a + 1), up - 1)
+    above = [k for k in [*kept, *path_kept] if k > a]
+    if above and (up := min(above)) / a >= 1.5:
+        return _between(a, up, tried)
+    return None
+
+
+def _between(low: int, high: int, tried: set[int]) -> int | None:
+    """The geometric middle of ``low`` and ``high``, strictly between them, if not tried."""
+    probe = min(max(round(math.sqrt(low * high)), low + 1), high - 1)
     return None if probe in tried else probe
 
 

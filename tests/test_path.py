@@ -94,15 +94,15 @@ def test_probes_halve_the_gap_below_the_winner_then_above_it():
     path = [50, 33, 8, 5]
     # 8 lost to 33: try between them
     assert next_probe([50, 33, 8], 1, path) == 16
-    # 8 won, nothing between it and the next denser path point (33): try between
-    assert next_probe([50, 8], 1, path) == 16
-    # 8 won over 16: between them; over 11 too: the gaps are closed
-    assert next_probe([50, 8, 16], 1, path) == 11
-    assert next_probe([50, 8, 16, 11], 1, path) is None
-    # 9 won next to its loser 8: the gap above it
-    assert next_probe([50, 9, 8], 1, path) == 17
-    # the dense model won: nothing to probe
-    assert next_probe([50, 8], 0, path) is None
+    # 8 won and nothing sparser was refit: toward the next sparser path point first
+    assert next_probe([50, 8], 1, path) == 6
+    # ... 6 lost: between them; 7 lost too: the gap above, to 16, then the gaps are closed
+    assert next_probe([50, 8, 16, 6], 1, path) == 7
+    assert next_probe([50, 8, 16, 6, 7], 1, path) == 11
+    assert next_probe([50, 8, 16, 6, 7, 11], 1, path) is None
+    # the dense model won over 8: between them, never above it
+    assert next_probe([50, 8], 0, path) == 20
+    assert next_probe([50], 0, [50]) is None
 
 
 def test_the_ranking_orders_by_last_point_kept_then_importance():
