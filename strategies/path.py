@@ -18,9 +18,11 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 4. **Refit.** The parties rebuild their bottom models on a candidate's features and
    components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
    trains them with early stopping on validation. The candidates are the chosen point, the
-   best-scoring one and sparser ones near the best (:func:`candidates`); the sparsest model
-   within the tolerance of the best refit is reported, the dense one (never refit) included:
-   if it wins, the run says so.
+   best-scoring one and sparser ones near the best (:func:`candidates`), then up to
+   ``path.refit_probes`` top-k sets of the path's ranking between them (:func:`next_probe`).
+   The sparsest good model is reported (:func:`choose_refit`: within the tolerance of the best
+   score, and within one standard error of the lowest validation loss, sample by sample), the
+   dense one (never refit) included: if it wins, the run says so.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from .path_choice import (
     choose,
     choose_refit,
     good_models,
-    next_probe,
     tolerance,
 )
 from .path_progress import Fitted, PathProgress, Refits
@@ -291,7 +292,7 @@ class PathStrategy(VFL):
         assert refits is not None
         pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
         # A resumed run goes on from its refit; the probes follow the candidates.
-        while refits.done < len(pool) or self.add_probe(progress):
+        while refits.done < len(pool) or progress.add_probe(self.path):
             i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
@@ -337,33 +338,6 @@ class PathStrategy(VFL):
         else:
             chosen = pool[win - 1]
             log.info("chosen after refits: path point %d, %d features", chosen.point, chosen.kept)
-
-    def add_probe(self, progress: PathProgress) -> bool:
-        """Add the next selection of the path's ranking to refit (:func:`next_probe`), within
-        ``path.refit_probes`` and the feature budget; False when there is none."""
-        refits = progress.refits
-        assert refits is not None
-        if sum(p.top_k is not None for p in refits.pool) >= self.path.refit_probes:
-            return False
-        win = choose_refit(refits.scores, progress.slack, [m.val_losses for m in refits.models])
-        path_kept = [p.kept for p in progress.points if p.kept > 0]
-        k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
-        budget = self.path.max_features
-        if k is None or (budget is not None and k > budget):
-            return False
-        selected = progress.ranking.top(k)
-        near = min((p for p in progress.points if p.kept >= k), key=lambda p: p.kept)
-        components = [
-            c if c else next((q.components[m] for q in progress.points if q.components[m]), [])
-            for m, c in enumerate(near.components)
-        ]
-        probe = PathPoint(
-            near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
-            selected, components, near.mb, top_k=k,
-        )  # fmt: skip
-        refits.pool.append(probe)
-        refits.keeps.append(selected)
-        return True
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """The reported model's feature importance (asked when it finished training)."""

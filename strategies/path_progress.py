@@ -1,5 +1,5 @@
 """What the regularisation path (:mod:`vflfs.strategies.path`) has done so far: the models it
-may report, its points, and its refits. A checkpoint keeps it between the path's stages, so a
+may report, its points, its ranking of the features, and its refits and probes. A checkpoint keeps it between the path's stages, so a
 resumed run goes on where it stopped (:mod:`vflfs.strategies.checkpoint`)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import PathPoint
+from .path_choice import PathPoint, PathSettings, choose_refit, next_probe
 from .result import RunResult
 from .vfl import party_importance
 
@@ -113,3 +113,30 @@ class PathProgress:
     slack: float = 0.0  # the choice's tolerance (set once the path ends)
     refits: Refits | None = None  # set once the path ends
     ranking: Ranking = field(default_factory=Ranking)  # the order the path drops features
+
+    def add_probe(self, settings: PathSettings) -> bool:
+        """Add the next top-k set of the ranking to refit (:func:`next_probe`), within
+        ``path.refit_probes`` and the feature budget; False when there is none."""
+        refits = self.refits
+        assert refits is not None
+        if sum(p.top_k is not None for p in refits.pool) >= settings.refit_probes:
+            return False
+        win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
+        path_kept = [p.kept for p in self.points if p.kept > 0]
+        k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
+        budget = settings.max_features
+        if k is None or (budget is not None and k > budget):
+            return False
+        selected = self.ranking.top(k)
+        near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
+        components = [
+            c if c else next((q.components[m] for q in self.points if q.components[m]), [])
+            for m, c in enumerate(near.components)
+        ]
+        probe = PathPoint(
+            near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
+            selected, components, near.mb, top_k=k,
+        )  # fmt: skip
+        refits.pool.append(probe)
+        refits.keeps.append(selected)
+        return True
