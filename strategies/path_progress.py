@@ -1,6 +1,7 @@
 """What the regularisation path (:mod:`vflfs.strategies.path`) has done so far: the models it
-may report, its points, its ranking of the features, and its refits and probes. A checkpoint keeps it between the path's stages, so a
-resumed run goes on where it stopped (:mod:`vflfs.strategies.checkpoint`)."""
+may report, its points, its ranking of the features, and its refits and probes. A checkpoint
+keeps it between the path's stages, so a resumed run goes on where it stopped
+(:mod:`vflfs.strategies.checkpoint`)."""
 
 from __future__ import annotations
 
