@@ -9,8 +9,9 @@ The kept count is the smallest whose best validation score is within the toleran
 best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`), and
 the reported model is that training's best epoch. With ``select.refine`` the server then
 bisects between that count and the next smaller one tried (k/2, which fell short), so that the
-count need not be a power of two. With ``strategy.keep_fraction`` set, a filter keeps that
-share instead.
+count need not be a power of two; with ``select.refit_patience`` the chosen count trains once
+more with that patience, and the better of its two trainings on validation is reported. With
+``strategy.keep_fraction`` set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -90,10 +91,8 @@ class CountChoice:
         ranks: list[np.ndarray],
     ) -> None:
         s = self.cfg.strategy.get("select") or {}
-        budget = s.get("max_features")
-        patience = int(s.get("patience", 2))
         epochs = int(s.get("max_epochs") or self.cfg.training.epochs)
-        self.patience = patience
+        self.patience = int(s.get("patience", 2))
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
@@ -105,7 +104,7 @@ class CountChoice:
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
             return candidate
 
-        for k in counts(total, budget):
+        for k in counts(total, s.get("max_features")):
             attempt(k)
         chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
         if s.get("refine"):
@@ -117,15 +116,19 @@ class CountChoice:
                 good = attempt(mid).val_metric >= max(c.val_metric for c in tried) - slack
                 lo, hi = (lo, mid) if good else (mid, hi)
             chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
+        record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
+        if s.get("refit_patience"):
+            # The chosen count once more, with a longer patience; the better of the two.
+            self.patience = int(s["refit_patience"])
+            refit = attempt(chosen.k)
+            tried.pop()
+            record["refit"] = refit.row()
+            chosen = refit if refit.val_metric >= chosen.val_metric else chosen
         result.best_from, result.best_to = chosen.first, chosen.stop
         for p, kept in zip(result.parties, chosen.kept, strict=True):
             p.selected_at_best = kept.tolist()
             p.components = None if len(kept) else 0
-        result.extra["count_choice"] = {
-            "tried": [c.row() for c in tried],
-            "chosen": chosen.k,
-            "tolerance": slack,
-        }
+        result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
 
     def train_on(
