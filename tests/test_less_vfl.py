@@ -158,7 +158,7 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     them, and the real columns outrank the noise."""
     cfg = compose_config(
         f"{SMALL} strategy=local_lasso noise.ratio=1.0 training.epochs=12 "
-        "strategy.party.epochs=8 strategy.select.max_epochs=4"
+        "strategy.party.epochs=8 strategy.select.max_epochs=4 strategy.select.refit_patience=1"
     )
     summary = run_local(cfg, tmp_path)
     extra = summary["extra"]
@@ -171,6 +171,7 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     assert np.median(real) > np.max(noise)
     tried = [c["k"] for c in extra["count_choice"]["tried"]]
     assert tried[:5] == [18, 9, 4, 2, 1]
+    assert extra["count_choice"]["refit"]["k"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["selected_features"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["spurious_removed"] >= 0.8
     assert summary["test_metric"] > 0.85
