@@ -17,6 +17,7 @@ more with that patience, and the better of its two trainings on validation is re
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,19 @@ def smallest_good(
     return min((c for c in tried if c.val_metric >= best - slack), key=lambda c: c.k), slack
 
 
+def bisect(
+    tried: list[Candidate], chosen: Candidate, slack: float, attempt: Callable[[int], Candidate]
+) -> None:
+    """Try the counts between ``chosen`` and the next smaller count tried (which fell short),
+    halving the interval: a count within ``slack`` of the best so far becomes its upper end."""
+    below = [c.k for c in tried if c.k < chosen.k]
+    lo, hi = (max(below) if below else 0), chosen.k
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        good = attempt(mid).val_metric >= max(c.val_metric for c in tried) - slack
+        lo, hi = (lo, mid) if good else (mid, hi)
+
+
 class CountChoice:
     """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
 
@@ -108,13 +122,7 @@ class CountChoice:
             attempt(k)
         chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
         if s.get("refine"):
-            # Bisect between the chosen count and the next smaller one tried (not good).
-            below = [c.k for c in tried if c.k < chosen.k]
-            lo, hi = (max(below) if below else 0), chosen.k
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                good = attempt(mid).val_metric >= max(c.val_metric for c in tried) - slack
-                lo, hi = (lo, mid) if good else (mid, hi)
+            bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
         record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
         if s.get("refit_patience"):
@@ -124,12 +132,18 @@ class CountChoice:
             tried.pop()
             record["refit"] = refit.row()
             chosen = refit if refit.val_metric >= chosen.val_metric else chosen
-        result.best_from, result.best_to = chosen.first, chosen.stop
-        for p, kept in zip(result.parties, chosen.kept, strict=True):
-            p.selected_at_best = kept.tolist()
-            p.components = None if len(kept) else 0
+        self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
+
+    def report(self, result: RunResult, chosen: Candidate) -> None:
+        """The reported model: ``chosen``'s best epoch, its features and components."""
+        result.best_from, result.best_to = chosen.first, chosen.stop
+        size = int(self.cfg.model.bottom.embedding_size)
+        for m, (p, kept) in enumerate(zip(result.parties, chosen.kept, strict=True)):
+            p.selected_at_best = kept.tolist()
+            sent = len(self.candidate_components(m)) if len(kept) else 0
+            p.components = None if sent == size else sent  # None: all
 
     def train_on(
         self,
