@@ -6,7 +6,8 @@ k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_feat
 counts within that budget): for each, the parties rebuild their models on their part of the
 best k (a party with none sends nothing) and VFL trains with early stopping on validation.
 The kept count is the smallest whose best validation score is within the tolerance of the
-best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`), and
+best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`) and
+whose validation loss, sample by sample, the paired comparison cannot tell from the lowest, and
 the reported model is that training's best epoch. With ``select.refine`` the server then
 bisects between that count and the next smaller one tried (k/2, which fell short), so that the
 count need not be a power of two; with ``select.refit_patience`` the chosen count trains once
@@ -27,6 +28,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
 from .path import tolerance
+from .path_choice import good_scores
 from .result import RunResult
 from .strategy import EpochCallback, log
 
@@ -41,6 +43,8 @@ class Candidate:
     stop: int  # one past its last epoch
     val_metric: float = float("nan")
     mb: float = 0.0
+    val_losses: np.ndarray | None = None  # each validation sample's loss at the best epoch
+    good: bool = False  # among the counts the choice picks from
 
     def row(self) -> dict:
         return {
@@ -48,6 +52,8 @@ class Candidate:
             "per_party": [len(k) for k in self.kept],
             "epochs": [self.first, self.stop],
             "val_metric": self.val_metric,
+            "val_loss": None if self.val_losses is None else float(np.mean(self.val_losses)),
+            "good": self.good,
             "mb": self.mb,
         }
 
@@ -72,10 +78,15 @@ def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
 def smallest_good(
     tried: list[Candidate], experiment: Experiment, setting: float | None
 ) -> tuple[Candidate, float]:
-    """The smallest count whose validation score is within the tolerance of the best."""
+    """The smallest good count: its validation score within the tolerance of the best, and
+    its validation loss, sample by sample, within one standard error of the lowest
+    (:func:`~vflfs.strategies.path_choice.good_scores`)."""
     best = max(c.val_metric for c in tried)
     slack = tolerance(setting, experiment, best)
-    return min((c for c in tried if c.val_metric >= best - slack), key=lambda c: c.k), slack
+    good = set(good_scores([c.val_metric for c in tried], slack, [c.val_losses for c in tried]))
+    for i, c in enumerate(tried):
+        c.good = i in good
+    return min((c for c in tried if c.good), key=lambda c: c.k), slack
 
 
 def bisect(
@@ -171,6 +182,7 @@ class CountChoice:
         candidate.stop = len(result.history)
         rows = result.history[candidate.first : candidate.stop]
         candidate.val_metric = max(r["val_metric"] for r in rows) if rows else -math.inf
+        candidate.val_losses = self.val_losses_at_best if rows else None
         candidate.mb = federation.traffic.total_bytes() / MB
 
     def keep_spec(self, m: int) -> dict | None:

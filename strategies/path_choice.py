@@ -166,10 +166,19 @@ def good_models(
     losses: list[np.ndarray | None] | None = None,
 ) -> list[int]:
     """The models :func:`choose_refit` chooses among (never none)."""
-    best = max(score for _, score in scores)
-    good = [i for i, (_, score) in enumerate(scores) if score >= best - slack]
+    return good_scores([score for _, score in scores], slack, losses)
+
+
+def good_scores(
+    metrics: list[float], slack: float, losses: list[np.ndarray | None] | None = None
+) -> list[int]:
+    """Indices of the models within ``slack`` of the best validation score and, given every
+    model's per-sample validation ``losses``, within one standard error of the paired
+    differences to the lowest mean loss (never none)."""
+    best = max(metrics)
+    good = [i for i, score in enumerate(metrics) if score >= best - slack]
     if losses is not None and all(v is not None and len(v) > 1 for v in losses):
-        ref = min(range(len(scores)), key=lambda i: float(np.mean(losses[i])))
+        ref = min(range(len(metrics)), key=lambda i: float(np.mean(losses[i])))
         paired = [i for i in good if _within_paired(losses[i], losses[ref])]
         good = paired or good
     return good

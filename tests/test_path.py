@@ -202,7 +202,12 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
     tried = {c["k"]: c for c in choice["tried"]}
     assert sorted(tried) == [1, 2, 5, 10, 20, 40]
     best = max(c["val_metric"] for c in tried.values())
-    good = [k for k, c in tried.items() if c["val_metric"] >= best - choice["tolerance"]]
+    good = [k for k, c in tried.items() if c["good"]]
+    assert all(tried[k]["val_metric"] >= best - choice["tolerance"] for k in good)
+    assert all(c["val_loss"] is not None for c in tried.values())
+    reference = min(tried.values(), key=lambda c: c["val_loss"])  # the paired comparisons'
+    if reference["val_metric"] >= best - choice["tolerance"]:
+        assert reference["good"]
     assert choice["chosen"] == min(good)
     chosen = tried[choice["chosen"]]
     assert summary["selection"]["selected_features"] == choice["chosen"]
