@@ -20,6 +20,9 @@ from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arra
 from vflfs.ml.party_model import PartyModel
 from vflfs.ml.prox import ZERO, column_norms, group_lasso_prox_
 
+STATE_GROUPS = ("model", "optim", "pending", "structure")
+"""The parts of a party's learning state, each stored apart (:mod:`.party_store`)."""
+
 
 @dataclass(frozen=True)
 class PartySpec:
@@ -283,21 +286,34 @@ class Party:
         return kind, values
 
     # -- state as arrays (what context.state stores) ------------------------------------------
-    def state_arrays(self) -> dict[str, dict[str, np.ndarray]]:
+    def state_arrays(
+        self, groups: tuple[str, ...] = STATE_GROUPS
+    ) -> dict[str, dict[str, np.ndarray]]:
+        """The arrays of each of ``groups`` (:data:`STATE_GROUPS`); the step counter is apart
+        (:attr:`steps_taken`)."""
+        return {group: getattr(self, f"_{group}_arrays")() for group in groups}
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        return {k: v.numpy(force=True) for k, v in self.model.state_dict().items()}
+
+    def _optim_arrays(self) -> dict[str, np.ndarray]:
+        return optimizer_arrays(self.optimizer)
+
+    def _pending_arrays(self) -> dict[str, np.ndarray]:
+        sizes = np.array([len(rows) for rows in self.pending], dtype=np.int64)
+        rows = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
         return {
-            "model": {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
-            "optim": optimizer_arrays(self.optimizer),
-            "pending": {str(i): rows for i, rows in enumerate(self.pending)},
-            "structure": {
-                "features": self.features,
-                "components": self.components,
-                "pending_seeds": np.asarray(self.pending_seeds, dtype=np.int64),
-                "pending_open": _stack_masks(self.pending_open),
-                "steps_taken": np.asarray([self.steps_taken], dtype=np.int64),
-            },
+            "rows": np.asarray(rows, dtype=np.int64),
+            "sizes": sizes,
+            "seeds": np.asarray(self.pending_seeds, dtype=np.int64),
+            "open": _stack_masks(self.pending_open),
         }
 
-    def load_state_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
+    def _structure_arrays(self) -> dict[str, np.ndarray]:
+        return {"features": self.features, "components": self.components}
+
+    def load_state_arrays(self, arrays: dict[str, dict[str, np.ndarray]], steps: int) -> None:
+        """Take the state of :meth:`state_arrays` (every group) and the step counter."""
         structure = arrays["structure"]
         features, components = structure["features"], structure["components"]
         if len(features) < len(self.features) or len(components) < len(self.components):
@@ -307,14 +323,16 @@ class Party:
         )
         load_optimizer_arrays(self.optimizer, arrays["optim"])
         pending = arrays["pending"]
-        self.pending = [pending[str(i)] for i in range(len(pending))]
-        self.pending_seeds = [int(x) for x in structure["pending_seeds"]]
-        masks = structure.get("pending_open")
-        if masks is not None and len(masks) == len(self.pending):
+        rows = np.array(pending["rows"], dtype=np.int64)
+        sizes = pending["sizes"]
+        self.pending = np.split(rows, np.cumsum(sizes)[:-1]) if len(sizes) else []
+        self.pending_seeds = [int(x) for x in pending["seeds"]]
+        masks = pending["open"]
+        if len(masks) == len(self.pending) and len(masks):
             self.pending_open = [np.array(m, dtype=bool) for m in masks]
         else:
             self.pending_open = [None] * len(self.pending)
-        self.steps_taken = int(structure["steps_taken"].reshape(-1)[0])
+        self.steps_taken = int(steps)
 
 
 def _stack_masks(masks: list[np.ndarray | None]) -> np.ndarray:
