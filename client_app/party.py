@@ -6,7 +6,7 @@ the gradients the server returns for them (spec section 3).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -15,10 +15,13 @@ import torch
 
 from vflfs.datasets import PartyData, center
 from vflfs.ml.devices import resolve_device
+from vflfs.ml.flat_state import Flat, FlatState
 from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arrays
 from vflfs.ml.party_model import PartyModel
 from vflfs.ml.prox import ZERO, column_norms, group_lasso_prox_
+
+from .flat_record import Buffer
 
 STATE_GROUPS = ("model", "optim", "pending", "structure")
 """The parts of a party's learning state, each stored apart (:mod:`.party_store`)."""
@@ -98,6 +101,7 @@ class Party:
         self.pending_open: list[np.ndarray | None] = []  # the components their embeddings sent
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
+        self._flat = FlatState()  # the model and optimiser in one buffer each, for saving
         self.set_penalty(spec.penalty_scale)
         if spec.keep:
             self.keep(spec.keep.get("features"), spec.keep.get("components"))
@@ -288,16 +292,21 @@ class Party:
     # -- state as arrays (what context.state stores) ------------------------------------------
     def state_arrays(
         self, groups: tuple[str, ...] = STATE_GROUPS
-    ) -> dict[str, dict[str, np.ndarray]]:
-        """The arrays of each of ``groups`` (:data:`STATE_GROUPS`); the step counter is apart
+    ) -> dict[str, Mapping[str, np.ndarray]]:
+        """The arrays of each of ``groups`` (:data:`STATE_GROUPS`; views of the live model's
+        and optimiser's buffers: copy them before the next step); the step counter is apart
         (:attr:`steps_taken`)."""
         return {group: getattr(self, f"_{group}_arrays")() for group in groups}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {k: v.numpy(force=True) for k, v in self.model.state_dict().items()}
+    def _model_arrays(self) -> Mapping[str, np.ndarray]:
+        flat = self._flat.model(self.model)
+        if flat is None:
+            return {k: v.numpy(force=True) for k, v in self.model.state_dict().items()}
+        return _buffer(flat)
 
-    def _optim_arrays(self) -> dict[str, np.ndarray]:
-        return optimizer_arrays(self.optimizer)
+    def _optim_arrays(self) -> Mapping[str, np.ndarray]:
+        flat = self._flat.optim(self.optimizer)
+        return optimizer_arrays(self.optimizer) if flat is None else _buffer(flat)
 
     def _pending_arrays(self) -> dict[str, np.ndarray]:
         sizes = np.array([len(rows) for rows in self.pending], dtype=np.int64)
@@ -333,6 +342,11 @@ class Party:
         else:
             self.pending_open = [None] * len(self.pending)
         self.steps_taken = int(steps)
+
+
+def _buffer(flat: Flat) -> Buffer:
+    """The flat tensors as numpy arrays (views on CPU, one copy from another device)."""
+    return Buffer(flat.layout, flat.buffer.numpy(force=True))
 
 
 def _stack_masks(masks: list[np.ndarray | None]) -> np.ndarray:

@@ -132,3 +132,33 @@ def test_the_state_benchmark_measures_the_handler_and_its_state_part():
     result = measure(TINY, 12, cold=False)
     assert 0 < result["mean_without_state_ms"] < result["mean_handler_ms"]
     assert 0 < result["state_share"] < 1
+
+
+def test_the_model_and_optimiser_are_saved_from_one_buffer_each(context):
+    """Their flat buffers hold what state_dict holds, and follow a step, a keep and a load."""
+    from vflfs.ml.optim import load_optimizer_arrays
+
+    party = PartyStore(context).load()
+
+    def check() -> None:
+        model, optim = party.state_arrays(("model", "optim")).values()
+        expected = party.model.state_dict()
+        assert list(model) == list(expected)
+        for name, tensor in expected.items():
+            np.testing.assert_array_equal(model[name], tensor.numpy())
+        moments = party.optimizer.state_dict()["state"]
+        assert len(optim) == sum(len(s) for s in moments.values())
+        for name, value in optim.items():
+            pid, key = name.split(".", 1)
+            np.testing.assert_array_equal(value, moments[int(pid)][key].numpy())
+
+    buffer = party._flat.model(party.model).buffer
+    assert party.model.input_layer.weight.data_ptr() >= buffer.data_ptr()  # a view of it
+    step(context, 2)
+    check()
+    party.keep(features=np.array([1, 3]))  # new layers, a new optimiser
+    check()
+    step(context, 3)
+    check()
+    load_optimizer_arrays(party.optimizer, dict(party.state_arrays(("optim",))["optim"]))
+    check()
