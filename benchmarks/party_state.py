@@ -87,6 +87,8 @@ class StateClock:
         clock = self
 
         def timed_party(session):
+            if _loaded(session):
+                return party.fget(session)
             start = time.process_time()
             try:
                 return party.fget(session)
@@ -105,6 +107,12 @@ class StateClock:
             yield self
         finally:
             Session.party, Session.save = party, save
+
+
+def _loaded(session) -> bool:
+    """Whether the session restored its party already (before the party store: ``_party``)."""
+    store = getattr(session, "store", None)
+    return (session._party if store is None else store.party) is not None
 
 
 def message(operation, request, group: int) -> Message:

@@ -49,8 +49,10 @@ class Buffer(Mapping[str, np.ndarray]):
         return len(self._where)
 
 
-def pack(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
-    """One record holding every array of ``arrays`` (a copy of their bytes)."""
+def pack(arrays: Mapping[str, np.ndarray], into: ArrayRecord | None = None) -> ArrayRecord:
+    """One record holding every array of ``arrays`` (a copy of their bytes): ``into`` when it
+    is a flat record (its buffer replaced in place: Flower's ``Array`` costs more to make than
+    to refill), else a new one."""
     if isinstance(arrays, Buffer):
         layout, parts = arrays.layout, [np.ascontiguousarray(arrays.data)]
     else:
@@ -61,6 +63,12 @@ def pack(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
             for name, a, offset in zip(arrays, parts, offsets, strict=False)
         )
     data = b"".join([_header(layout), *parts])
+    flat = into.get(FLAT) if into is not None and len(into) == 1 else None
+    if flat is not None and flat.stype == "raw" and flat.dtype == "uint8":
+        if flat.shape != (len(data),):
+            flat.shape = (len(data),)
+        flat.data = data
+        return into
     record = ArrayRecord()
     record[FLAT] = Array("uint8", (len(data),), "raw", data)
     return record

@@ -299,7 +299,8 @@ class Party:
         return {group: getattr(self, f"_{group}_arrays")() for group in groups}
 
     def _model_arrays(self) -> Mapping[str, np.ndarray]:
-        flat = self._flat.model(self.model)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        flat = self._flat.model(self.model, params)
         if flat is None:
             return {k: v.numpy(force=True) for k, v in self.model.state_dict().items()}
         return _buffer(flat)
@@ -309,14 +310,14 @@ class Party:
         return optimizer_arrays(self.optimizer) if flat is None else _buffer(flat)
 
     def _pending_arrays(self) -> dict[str, np.ndarray]:
-        sizes = np.array([len(rows) for rows in self.pending], dtype=np.int64)
+        """Per pending batch its size and seed (``batches``, 2 x n), their rows back to back,
+        and the embedding-gate masks they sent (none without gates)."""
+        batches = np.array([[len(r) for r in self.pending], self.pending_seeds], np.int64)
         rows = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
-        return {
-            "rows": np.asarray(rows, dtype=np.int64),
-            "sizes": sizes,
-            "seeds": np.asarray(self.pending_seeds, dtype=np.int64),
-            "open": _stack_masks(self.pending_open),
-        }
+        out = {"batches": batches.reshape(2, -1), "rows": rows.astype(np.int64, copy=False)}
+        if self.pending_open and self.pending_open[0] is not None:
+            out["open"] = np.stack(self.pending_open).astype(bool, copy=False)
+        return out
 
     def _structure_arrays(self) -> dict[str, np.ndarray]:
         return {"features": self.features, "components": self.components}
@@ -333,11 +334,11 @@ class Party:
         load_optimizer_arrays(self.optimizer, arrays["optim"])
         pending = arrays["pending"]
         rows = np.array(pending["rows"], dtype=np.int64)
-        sizes = pending["sizes"]
+        sizes, seeds = pending["batches"]
         self.pending = np.split(rows, np.cumsum(sizes)[:-1]) if len(sizes) else []
-        self.pending_seeds = [int(x) for x in pending["seeds"]]
-        masks = pending["open"]
-        if len(masks) == len(self.pending) and len(masks):
+        self.pending_seeds = [int(x) for x in seeds]
+        masks = pending.get("open")
+        if masks is not None and len(masks) == len(self.pending):
             self.pending_open = [np.array(m, dtype=bool) for m in masks]
         else:
             self.pending_open = [None] * len(self.pending)
@@ -347,10 +348,3 @@ class Party:
 def _buffer(flat: Flat) -> Buffer:
     """The flat tensors as numpy arrays (views on CPU, one copy from another device)."""
     return Buffer(flat.layout, flat.buffer.numpy(force=True))
-
-
-def _stack_masks(masks: list[np.ndarray | None]) -> np.ndarray:
-    """The pending batches' masks as one (batches, components) array; empty without gates."""
-    if not masks or masks[0] is None:
-        return np.zeros((0, 0), dtype=bool)
-    return np.stack([np.asarray(m, dtype=bool) for m in masks])

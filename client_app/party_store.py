@@ -18,7 +18,9 @@ The party's records in ``context.state``:
 
 An operation marks the parts it changed (:meth:`PartyStore.mark`); a save writes those and the
 meta and leaves the other records as they are: a training step rewrites the model, optimiser
-and pending batches, never the spec, rows or structure. Operations keep their own records
+and pending batches, never the spec, rows or structure. A part's record is refilled in place
+(its one buffer replaced) and the meta's values set in place: Flower's record objects cost
+more to make than the bytes of a MADELON-size party's model. Operations keep their own records
 (the alignment's, the secure layer's, the scoring phases') through :meth:`PartyStore.put`.
 """
 
@@ -187,7 +189,11 @@ class PartyStore:
             state[ROWS] = ArrayRecord({k: to_array(v) for k, v in self._rows.items()})
         groups = tuple(g for g in STATE_GROUPS if g in self._changed)
         for group, arrays in party.state_arrays(groups).items():
-            state[f"vflfs.{group}"] = pack(arrays)
+            name = f"vflfs.{group}"
+            held = state.get(name)
+            record = pack(arrays, held if isinstance(held, ArrayRecord) else None)
+            if record is not held:
+                state[name] = record
         meta = state.get(META)
         if meta is None:
             state[META] = meta = ConfigRecord({"nonce": self.nonce, "version": -1})

@@ -67,15 +67,18 @@ class FlatState:
         self._model: Flat | None = None
         self._optim: Flat | None = None
 
-    def model(self, module: torch.nn.Module) -> Flat | None:
-        """The module's parameters in one buffer (None: it has buffers, or mixed dtypes)."""
-        params = list(module.parameters())
+    def model(self, module: torch.nn.Module, params: list[torch.Tensor]) -> Flat | None:
+        """The module's parameters in one buffer; ``params``: the module's parameters in order
+        (those its optimiser holds: cheaper to list than the module's). None: the module has
+        registered buffers, or parameters of mixed dtypes."""
         flat = self._model
         if flat is not None and _same(params, flat.views):
             return flat
         named = list(module.named_parameters())
-        if len(module.state_dict()) != len(named):
-            return None  # registered buffers: not flattened
+        if len(module.state_dict()) != len(named) or len(named) != len(params):
+            return None
+        if any(p is not q for (_, p), q in zip(named, params, strict=True)):
+            return None  # registered buffers, or params not the module's: not flattened
         flat = self._model = flatten(named)
         if flat is not None:
             with torch.no_grad():

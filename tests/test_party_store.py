@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.app import Context
+from flwr.app import ArrayRecord, Context
 from flwr.common.serde import (
     context_from_proto,
     context_to_proto,
@@ -16,6 +16,7 @@ from flwr.common.serde import (
 from vflfs.benchmarks.party_state import Size, call, measure, message, set_up, step_request
 from vflfs.client_app import party_store
 from vflfs.client_app.app import app
+from vflfs.client_app.flat_record import FLAT
 from vflfs.client_app.party_store import META, SPEC, Cached, PartyCache, PartyStore
 from vflfs.protocol import IMPORTANCE, KEEP, PENALTY, STEP, Empty, KeepRequest, PenaltyRequest
 
@@ -37,11 +38,19 @@ def context() -> Context:
     return context
 
 
+def contents(context: Context) -> dict[str, object]:
+    """Per record of ``context.state``, its content: a flat record's buffer, else the record."""
+    return {
+        name: record[FLAT].data if isinstance(record, ArrayRecord) and FLAT in record else record
+        for name, record in context.state.items()
+    }
+
+
 def rewritten(context: Context, send) -> set[str]:
-    """The records of ``context.state`` that ``send()`` replaced."""
-    before = dict(context.state.items())
+    """The records of ``context.state`` whose content ``send()`` replaced."""
+    before = contents(context)
     send()
-    return {name for name, record in context.state.items() if before.get(name) is not record}
+    return {name for name, content in contents(context).items() if before.get(name) is not content}
 
 
 def version(context: Context) -> int:
@@ -152,7 +161,7 @@ def test_the_model_and_optimiser_are_saved_from_one_buffer_each(context):
             pid, key = name.split(".", 1)
             np.testing.assert_array_equal(value, moments[int(pid)][key].numpy())
 
-    buffer = party._flat.model(party.model).buffer
+    buffer = party._flat.model(party.model, list(party.model.parameters())).buffer
     assert party.model.input_layer.weight.data_ptr() >= buffer.data_ptr()  # a view of it
     step(context, 2)
     check()
