@@ -152,6 +152,11 @@ class PartyStore:
         cached = CACHE.get(self.key, nonce, version)
         if cached is not None:
             return cached
+        if SPEC not in state:
+            raise ValueError(
+                "this party's state has no setup instructions of their own: it was written by "
+                "an older vflfs; fix: start the run afresh (rerun=true)"
+            )
         spec = json.loads(str(state[SPEC]["json"]))
         party = build_party(spec, {k: from_array(a) for k, a in state[ROWS].items()})
         groups = {g: unpack(state[f"vflfs.{g}"]) for g in STATE_GROUPS}

@@ -171,3 +171,14 @@ def test_the_model_and_optimiser_are_saved_from_one_buffer_each(context):
     check()
     load_optimizer_arrays(party.optimizer, dict(party.state_arrays(("optim",))["optim"]))
     check()
+
+
+def test_a_state_of_an_older_layout_is_refused_with_the_fix(context):
+    from vflfs.client_app.flat_record import unpack
+
+    with pytest.raises(ValueError, match="older vflfs; fix: start the run afresh"):
+        unpack(ArrayRecord({"bottom.net.0.weight": context.state["vflfs.rows"]["train"]}))
+    del context.state[SPEC]
+    party_store.CACHE.clear()
+    with pytest.raises(ValueError, match="older vflfs; fix: start the run afresh"):
+        PartyStore(context).load()
