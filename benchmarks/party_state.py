@@ -168,7 +168,8 @@ def step_request(step: int, steps_per_epoch: int, rng: np.random.Generator) -> S
 
 
 def measure(size: Size, steps: int, cold: bool) -> dict:
-    """Median handler and state seconds per step message (``cold``: no cached party)."""
+    """Handler and state times per step message: means, medians and the state's share of the
+    handler (``cold``: no cached party at any message)."""
     from vflfs.client_app.app import app
 
     context, train = set_up(app, size)
