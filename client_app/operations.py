@@ -88,7 +88,7 @@ def advance(session: Session, grads: list[np.ndarray], batches: list, evaluate: 
     party = session.party
     party.apply_pending(grads)
     out = party.embed_batches([np.asarray(b) for b in batches])
-    session.changed = True
+    session.mark_changed("model", "optim", "pending")
     masks = [m for _, m in out] if out and out[0][1] is not None else None
     advanced = Advanced([e for e, _ in out], masks)
     if not evaluate:
@@ -108,7 +108,7 @@ def step(session: Session, request: StepRequest) -> StepReply:
     is the one the server checkpoints, saved first to the party's state folder if it has one.
     """
     if request.evaluate:
-        store.write_snapshot(session.context)
+        store.write_snapshot(session.store)
     batches = request.batch_rows(session.party.train_rows)
     out = advance(session, request.grads, batches, request.evaluate)
     return StepReply(
@@ -135,7 +135,7 @@ def keep(session: Session, request: KeepRequest) -> Kept:
     """
     party = session.party
     party.keep(request.features, request.components)
-    session.changed = True
+    session.mark_changed("model", "optim", "structure")
     return kept(party)
 
 
@@ -152,7 +152,7 @@ def penalty(session: Session, request: PenaltyRequest) -> Empty:
     scale = float(request.scale)
     party.set_penalty(scale)
     session.spec["penalty_scale"] = scale
-    session.changed = True
+    session.mark_changed("spec")
     return Empty()
 
 

@@ -74,16 +74,19 @@ def align(session: Session, request: AlignRequest) -> AlignReply:
     server_points = check_points(request.labels, None, "the server", None)
     workers = resolve_workers(request.workers)
     blinding = party_blinding(new_key(), server_points, table.ids, workers)
-    session.context.state[ALIGNED] = ConfigRecord(
-        {**source, "alignment": str(request.alignment), "n_rows": int(len(table.ids))}
+    session.store.put(
+        ALIGNED,
+        ConfigRecord(
+            {**source, "alignment": str(request.alignment), "n_rows": int(len(table.ids))}
+        ),
     )
-    session.context.state[ORDER] = ArrayRecord({"order": to_array(blinding.order)})
+    session.store.put(ORDER, ArrayRecord({"order": to_array(blinding.order)}))
     return AlignReply(labels=blinding.labels, ids=blinding.own, n_features=table.n_features)
 
 
 def _rows(session: Session, positions: list[int]) -> list[int]:
     """This party's rows behind the server's ``positions`` in its sorted list."""
-    order = from_array(session.context.state[ORDER]["order"])
+    order = from_array(session.store.get(ORDER)["order"])
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size and (positions.min() < 0 or positions.max() >= len(order)):
         raise DataError(
@@ -100,7 +103,7 @@ def local_spec(session: Session, spec: dict) -> dict:
     file (after alignment) and its device."""
     data = spec["data"]
     if "party_file" in data:
-        aligned = session.context.state.get(ALIGNED)
+        aligned = session.store.get(ALIGNED)
         if aligned is None or str(aligned["alignment"]) != str(data["party_file"]["alignment"]):
             message = (
                 f"party {session.partition_id} was not aligned in this run; fix: the server "

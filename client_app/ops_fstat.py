@@ -47,7 +47,7 @@ def fstat_mask(session: Session, request: FStatMaskRequest) -> MaskReply:
     key, params = given.key, request.params
     packed, kept = party_mask(given.X, given.labels, key, params, given.workers)
     kept = paillier.to_wire(kept.ravel().tolist(), _kept_bytes(params), kept.shape)
-    keep_pending(session.context, PENDING, key, {"kept": kept})
+    keep_pending(session, PENDING, key, {"kept": kept})
     flat = [c for feature in packed for c in feature]
     return MaskReply(packed=paillier.to_wire(flat, key.nbytes, (len(packed), params.chunks)))
 
@@ -57,7 +57,7 @@ def fstat_combine(session: Session, request: FStatCombineRequest) -> FStatCombin
     """Step 3: the server's returned ciphertexts and encrypted class weights into
     [[omega (N sum_k v_k S_k^2 - 2^E S^2)]] per feature."""
     key, pending = load_pending(
-        session.context, PENDING, f"{FSTAT_COMBINE.name} before {FSTAT_MASK.name}: no masks kept"
+        session, PENDING, f"{FSTAT_COMBINE.name} before {FSTAT_MASK.name}: no masks kept"
     )
     params = request.params
     shape = pending["kept"].shape[:-1]
@@ -69,7 +69,7 @@ def fstat_combine(session: Session, request: FStatCombineRequest) -> FStatCombin
     weights = paillier.ciphertexts(request.class_weights)
     workers = resolve_workers(request.workers)
     values = party_combine(key, params, kept, per_feature, weights, workers)
-    del session.context.state[PENDING]
+    session.store.drop(PENDING)
     return FStatCombineReply(values=paillier.to_wire(values, key.nbytes))
 
 

@@ -23,5 +23,5 @@ def init_gates(session: Session, request: InitGatesRequest) -> InitGatesReply:
         raise ValueError(f"expected {party.n_features} gate values, got shape {mu.shape}")
     with torch.no_grad():
         gate.mu.copy_(torch.as_tensor(mu[party.features], device=gate.mu.device))
-    session.changed = True
+    session.mark_changed("model")
     return InitGatesReply(open=int((mu[party.features] > 0).sum()))

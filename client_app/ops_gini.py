@@ -41,7 +41,7 @@ def gini_mask(session: Session, request: GiniMaskRequest) -> MaskReply:
     key, params = given.key, request.params
     masked = party_mask(given.X, given.labels, key, params, given.workers)
     keep_pending(
-        session.context,
+        session,
         PENDING,
         key,
         {
@@ -58,7 +58,7 @@ def gini_mask(session: Session, request: GiniMaskRequest) -> MaskReply:
 def gini_combine(session: Session, request: GiniCombineRequest) -> GiniCombineReply:
     """Step 3: [[sum_k u_ik^2]] per feature and bin into [[sum_i w_i sum_k n_ik^2]]."""
     key, pending = load_pending(
-        session.context,
+        session,
         PENDING,
         f"{GINI_COMBINE.name} before {GINI_MASK.name}: no masked values kept",
     )
@@ -73,7 +73,7 @@ def gini_combine(session: Session, request: GiniCombineRequest) -> GiniCombineRe
         raise ValueError(f"squares of shape {squares.shape} for weights {masked.weights.shape}")
     per_feature = by_feature(squares)
     weighted = party_combine(key, masked, per_feature, resolve_workers(request.workers))
-    del session.context.state[PENDING]
+    session.store.drop(PENDING)
     return GiniCombineReply(weighted=paillier.to_wire(weighted, key.nbytes))
 
 

@@ -11,7 +11,6 @@ import time
 import numpy as np
 import torch
 
-from vflfs.federation.payload import from_array
 from vflfs.ml.embedding_selection import (
     ProxSGD,
     fit_embeddings,
@@ -35,12 +34,11 @@ from .operations import kept
 from .party import Party, PartySpec
 from .registry import OPERATIONS
 from .session import Session
-from .state import ROWS
 
 
 def _train_rows(session: Session) -> np.ndarray:
     """The training rows the server listed at setup, in its order."""
-    return np.array(from_array(session.context.state[ROWS]["train"]), dtype=np.int64)
+    return np.array(session.party.train_rows, dtype=np.int64)
 
 
 @OPERATIONS.operation(TRAIN_EMBEDDINGS)

@@ -6,7 +6,7 @@ import logging
 
 from vflfs.protocol import RESUME, ResumeReply, ResumeRequest
 
-from . import state, store
+from . import store
 from .registry import OPERATIONS
 from .session import Session
 
@@ -19,8 +19,8 @@ def resume(session: Session, request: ResumeRequest) -> ResumeReply:
     ``context.state`` (:mod:`vflfs.client_app.store`); a party holding another refuses, naming
     what it holds."""
     steps = int(request.steps)
-    store.load_snapshot(session.context, str(request.nonce), steps)
-    state.forget(session.context)  # the next message rebuilds the party from what was loaded
+    # the next message rebuilds the party from the records loaded
+    session.store.replace(store.read_snapshot(session.context, str(request.nonce), steps))
     log.info(
         "party %d: resuming after epoch %d at step %d",
         session.partition_id,

@@ -41,13 +41,14 @@ MODES = {"plaintext": 0, "paillier": 1}
 
 
 def _load(session: Session) -> dict[str, np.ndarray]:
-    if STATE not in session.context.state:
+    record = session.store.get(STATE)
+    if record is None:
         raise ValueError(f"secure operation before {SECURE_SETUP.name}")
-    return {k: np.array(record_array(a)) for k, a in session.context.state[STATE].items()}
+    return {k: np.array(record_array(a)) for k, a in record.items()}
 
 
 def _save(session: Session, state: dict[str, np.ndarray]) -> None:
-    session.context.state[STATE] = ArrayRecord({k: record(v) for k, v in state.items()})
+    session.store.put(STATE, ArrayRecord({k: record(v) for k, v in state.items()}))
 
 
 def _ciphers(state: dict[str, np.ndarray]):

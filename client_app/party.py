@@ -6,7 +6,7 @@ the gradients the server returns for them (spec section 3).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -15,10 +15,16 @@ import torch
 
 from vflfs.datasets import PartyData, center
 from vflfs.ml.devices import resolve_device
+from vflfs.ml.flat_state import Flat, FlatState
 from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arrays
 from vflfs.ml.party_model import PartyModel
 from vflfs.ml.prox import ZERO, column_norms, group_lasso_prox_
+
+from .flat_record import Buffer
+
+STATE_GROUPS = ("model", "optim", "pending", "structure")
+"""The parts of a party's learning state, each stored apart (:mod:`.party_store`)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class Party:
         self.pending_open: list[np.ndarray | None] = []  # the components their embeddings sent
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
+        self._flat = FlatState()  # the model and optimiser in one buffer each, for saving
         self.set_penalty(spec.penalty_scale)
         if spec.keep:
             self.keep(spec.keep.get("features"), spec.keep.get("components"))
@@ -283,21 +290,40 @@ class Party:
         return kind, values
 
     # -- state as arrays (what context.state stores) ------------------------------------------
-    def state_arrays(self) -> dict[str, dict[str, np.ndarray]]:
-        return {
-            "model": {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
-            "optim": optimizer_arrays(self.optimizer),
-            "pending": {str(i): rows for i, rows in enumerate(self.pending)},
-            "structure": {
-                "features": self.features,
-                "components": self.components,
-                "pending_seeds": np.asarray(self.pending_seeds, dtype=np.int64),
-                "pending_open": _stack_masks(self.pending_open),
-                "steps_taken": np.asarray([self.steps_taken], dtype=np.int64),
-            },
-        }
+    def state_arrays(
+        self, groups: tuple[str, ...] = STATE_GROUPS
+    ) -> dict[str, Mapping[str, np.ndarray]]:
+        """The arrays of each of ``groups`` (:data:`STATE_GROUPS`; views of the live model's
+        and optimiser's buffers: copy them before the next step); the step counter is apart
+        (:attr:`steps_taken`)."""
+        return {group: getattr(self, f"_{group}_arrays")() for group in groups}
 
-    def load_state_arrays(self, arrays: dict[str, dict[str, np.ndarray]]) -> None:
+    def _model_arrays(self) -> Mapping[str, np.ndarray]:
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        flat = self._flat.model(self.model, params)
+        if flat is None:
+            return {k: v.numpy(force=True) for k, v in self.model.state_dict().items()}
+        return _buffer(flat)
+
+    def _optim_arrays(self) -> Mapping[str, np.ndarray]:
+        flat = self._flat.optim(self.optimizer)
+        return optimizer_arrays(self.optimizer) if flat is None else _buffer(flat)
+
+    def _pending_arrays(self) -> dict[str, np.ndarray]:
+        """Per pending batch its size and seed (``batches``, 2 x n), their rows back to back,
+        and the embedding-gate masks they sent (none without gates)."""
+        batches = np.array([[len(r) for r in self.pending], self.pending_seeds], np.int64)
+        rows = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
+        out = {"batches": batches.reshape(2, -1), "rows": rows.astype(np.int64, copy=False)}
+        if self.pending_open and self.pending_open[0] is not None:
+            out["open"] = np.stack(self.pending_open).astype(bool, copy=False)
+        return out
+
+    def _structure_arrays(self) -> dict[str, np.ndarray]:
+        return {"features": self.features, "components": self.components}
+
+    def load_state_arrays(self, arrays: dict[str, dict[str, np.ndarray]], steps: int) -> None:
+        """Take the state of :meth:`state_arrays` (every group) and the step counter."""
         structure = arrays["structure"]
         features, components = structure["features"], structure["components"]
         if len(features) < len(self.features) or len(components) < len(self.components):
@@ -307,18 +333,18 @@ class Party:
         )
         load_optimizer_arrays(self.optimizer, arrays["optim"])
         pending = arrays["pending"]
-        self.pending = [pending[str(i)] for i in range(len(pending))]
-        self.pending_seeds = [int(x) for x in structure["pending_seeds"]]
-        masks = structure.get("pending_open")
+        rows = np.array(pending["rows"], dtype=np.int64)
+        sizes, seeds = pending["batches"]
+        self.pending = np.split(rows, np.cumsum(sizes)[:-1]) if len(sizes) else []
+        self.pending_seeds = [int(x) for x in seeds]
+        masks = pending.get("open")
         if masks is not None and len(masks) == len(self.pending):
             self.pending_open = [np.array(m, dtype=bool) for m in masks]
         else:
             self.pending_open = [None] * len(self.pending)
-        self.steps_taken = int(structure["steps_taken"].reshape(-1)[0])
+        self.steps_taken = int(steps)
 
 
-def _stack_masks(masks: list[np.ndarray | None]) -> np.ndarray:
-    """The pending batches' masks as one (batches, components) array; empty without gates."""
-    if not masks or masks[0] is None:
-        return np.zeros((0, 0), dtype=bool)
-    return np.stack([np.asarray(m, dtype=bool) for m in masks])
+def _buffer(flat: Flat) -> Buffer:
+    """The flat tensors as numpy arrays (views on CPU, one copy from another device)."""
+    return Buffer(flat.layout, flat.buffer.numpy(force=True))

@@ -2,7 +2,8 @@
 
 Each phase's first message brings the server's public key and the encrypted labels of the
 training rows; the party keeps what the next message needs in ``context.state`` (the public
-key and its own secrets, which never leave it), and the last message leaves it its own scores.
+key and its own secrets, which never leave it; through its :class:`~.party_store.PartyStore`),
+and the last message leaves it its own scores.
 The protocol steps themselves live in ``ops_gini.py`` and ``ops_fstat.py``.
 """
 
@@ -19,6 +20,7 @@ from vflfs.ml import paillier
 from vflfs.ml.parallel import resolve_workers
 from vflfs.protocol import MaskRequest, ScoresReply, ScoresRequest
 
+from .party_store import PartyStore
 from .session import Session
 
 SCORES = "vflfs.scores."  # + kind ("gini", "fstat")
@@ -50,25 +52,29 @@ def training_view(session: Session, rows: np.ndarray) -> np.ndarray:
 
 
 def keep_pending(
-    context: Context, name: str, key: paillier.PublicKey, arrays: dict[str, np.ndarray]
+    session: Session, name: str, key: paillier.PublicKey, arrays: dict[str, np.ndarray]
 ) -> None:
     """Keep the server's public key and ``arrays`` until the next message of the phase."""
-    context.state[name] = ArrayRecord(
-        {
-            "public_key": record(np.frombuffer(key.to_bytes(), dtype=np.uint8)),
-            **{k: record(a) for k, a in arrays.items()},
-        }
+    session.store.put(
+        name,
+        ArrayRecord(
+            {
+                "public_key": record(np.frombuffer(key.to_bytes(), dtype=np.uint8)),
+                **{k: record(a) for k, a in arrays.items()},
+            }
+        ),
     )
 
 
 def load_pending(
-    context: Context, name: str, missing: str
+    session: Session, name: str, missing: str
 ) -> tuple[paillier.PublicKey, dict[str, np.ndarray]]:
-    """What :func:`keep_pending` kept (it stays until the caller deletes it); ``missing``: the
+    """What :func:`keep_pending` kept (it stays until the caller drops it); ``missing``: the
     error if nothing was kept."""
-    if name not in context.state:
+    kept = session.store.get(name)
+    if kept is None:
         raise ValueError(missing)
-    pending = {k: record_array(a) for k, a in context.state[name].items()}
+    pending = {k: record_array(a) for k, a in kept.items()}
     key = paillier.PublicKey.from_bytes(pending.pop("public_key").tobytes())
     return key, pending
 
@@ -84,19 +90,11 @@ def by_feature(array: np.ndarray) -> list[list]:
 def keep_scores(session: Session, request: ScoresRequest, kind: str) -> ScoresReply:
     """The last step: keep the server's scores of this party's own features."""
     scores = np.asarray(request.scores, dtype=np.float64)
-    store_scores(session.context, kind, scores)
+    session.store.put(SCORES + kind, ArrayRecord({"scores": record(scores)}))
     return ScoresReply(features=int(scores.size))
-
-
-def store_scores(context: Context, kind: str, scores: np.ndarray) -> None:
-    """Keep this party's own scores from a secure filter phase in ``context.state``."""
-    context.state[SCORES + kind] = ArrayRecord(
-        {"scores": record(np.asarray(scores, dtype=np.float64))}
-    )
 
 
 def stored_scores(context: Context, kind: str = "gini") -> np.ndarray | None:
     """The scores the server returned to this party in the last ``kind`` phase, if any."""
-    if SCORES + kind not in context.state:
-        return None
-    return np.array(record_array(context.state[SCORES + kind]["scores"]))
+    kept = PartyStore(context).get(SCORES + kind)
+    return None if kept is None else np.array(record_array(kept["scores"]))

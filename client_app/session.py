@@ -5,20 +5,17 @@ from __future__ import annotations
 import numpy as np
 from flwr.app import Context
 
-from . import state
 from .party import Party
+from .party_store import PARTS, PartyStore
 
 
 class Session:
-    """One message's view of the party: restore on first use, save if changed."""
+    """One message's view of the party: restored on first use; what the operation marks
+    changed is saved when it ends (:class:`~.party_store.PartyStore`)."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
-        self._party: Party | None = None
-        self._spec: dict | None = None
-        self._nonce = ""
-        self._rows: dict[str, np.ndarray] | None = None
-        self.changed = False
+        self.store = PartyStore(context)
 
     @property
     def partition_id(self) -> int:
@@ -30,26 +27,36 @@ class Session:
 
     @property
     def party(self) -> Party:
-        if self._party is None:
-            self._party, self._spec, self._nonce = state.restore(self.context)
-        return self._party
+        return self.store.load()
 
     @property
     def spec(self) -> dict:
-        _ = self.party
-        return self._spec
+        self.store.load()
+        return self.store.spec
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.store.changed)
+
+    @changed.setter
+    def changed(self, value: bool) -> None:
+        """``True``: every part of the party may have changed (:meth:`mark_changed` names
+        the parts, so that only those are written)."""
+        if value:
+            self.store.mark(*PARTS)
+
+    def mark_changed(self, *parts: str) -> None:
+        """The operation changed these parts of the party (``model``, ``optim``, ``pending``,
+        ``structure``, ``spec``); only they are written at the save."""
+        self.store.mark(*parts)
 
     def create(self, spec: dict, nonce: str, rows: dict[str, np.ndarray]) -> Party:
         """Build a fresh party (a setup message); it is saved when the operation ends."""
-        self._party = state.build_party(spec, rows)
-        self._spec, self._nonce, self._rows = spec, nonce, rows
-        self.changed = True
-        return self._party
+        return self.store.create(spec, nonce, rows)
 
     def save(self) -> None:
-        if self.changed and self._party is not None:
-            state.save(self.context, self._party, self._spec, self._nonce, self._rows)
+        self.store.save()
 
     def discard(self) -> None:
         """Forget the live party after a failure, so the next message restores saved state."""
-        state.forget(self.context)
+        self.store.forget()

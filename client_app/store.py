@@ -14,7 +14,8 @@ gradient steps taken. The newest two files are kept: the server's last complete 
 always one of them.
 
 On resume the server names the nonce and step it checkpointed (``query.resume``); the party
-loads exactly that state into ``context.state`` or refuses, saying what it holds instead.
+loads exactly that state into ``context.state`` or refuses, saying what it holds instead. A
+snapshot holds every record of the party's state (:data:`~.party_store.RECORDS`).
 """
 
 from __future__ import annotations
@@ -27,15 +28,12 @@ from flwr.app import Context, RecordDict
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
-from vflfs.federation.payload import from_array
-
-from .state import ARRAY_GROUPS, META, ROWS
+from .party_store import PartyStore
 
 NODE_KEY = "state-dir"  # node config: this party's own folder
 RUN_KEY = "party-state-dir"  # run config: a folder for every party (local engine, simulation)
 SUFFIX = ".state"
 KEEP = 2
-RECORDS = (META, ROWS, *(f"vflfs.{g}" for g in ARRAY_GROUPS))
 
 
 class SavedStateMismatch(RuntimeError):
@@ -55,26 +53,18 @@ def folder(context: Context) -> Path | None:
     return Path(str(base)).expanduser() / f"party-{partition}"
 
 
-def stamp(context: Context) -> tuple[str, int] | None:
-    """(nonce, gradient steps taken) of the party state in ``context.state``."""
-    meta = context.state.get(META)
-    if meta is None:
-        return None
-    steps = from_array(context.state["vflfs.structure"]["steps_taken"]).reshape(-1)[0]
-    return str(meta["nonce"]), int(steps)
-
-
 def file_name(nonce: str, steps: int) -> str:
     return f"{nonce}-{steps:09d}{SUFFIX}"
 
 
-def write_snapshot(context: Context) -> Path | None:
-    """Write the party state in ``context.state`` to this party's folder (if it has one)."""
-    where, current = folder(context), stamp(context)
+def write_snapshot(store: PartyStore) -> Path | None:
+    """Write the party state stored in ``context.state`` to this party's folder (if it has
+    one)."""
+    where, current = folder(store.context), store.stamp()
     if where is None or current is None:
         return None
     where.mkdir(parents=True, exist_ok=True)
-    records = RecordDict({name: context.state[name] for name in RECORDS if name in context.state})
+    records = store.records()
     path = where / file_name(*current)
     fd, tmp = tempfile.mkstemp(dir=where, prefix=".", suffix=".tmp")
     try:
@@ -95,8 +85,8 @@ def saved(where: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime_ns, reverse=True)
 
 
-def load_snapshot(context: Context, nonce: str, steps: int) -> None:
-    """Put the snapshot (``nonce``, ``steps``) into ``context.state``, or raise
+def read_snapshot(context: Context, nonce: str, steps: int) -> RecordDict:
+    """The records of the snapshot (``nonce``, ``steps``), or raise
     :class:`SavedStateMismatch` naming what this party holds instead."""
     partition = context.node_config.get("partition-id", "?")
     where = folder(context)
@@ -111,8 +101,7 @@ def load_snapshot(context: Context, nonce: str, steps: int) -> None:
         raise SavedStateMismatch(f"party {partition}: {_mismatch(where, nonce, steps)}")
     proto = ProtoRecordDict()
     proto.ParseFromString(path.read_bytes())
-    for name, record in recorddict_from_proto(proto).items():
-        context.state[name] = record
+    return recorddict_from_proto(proto)
 
 
 def _mismatch(where: Path, nonce: str, steps: int) -> str:

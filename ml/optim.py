@@ -50,11 +50,13 @@ def make_optimizer(
 
 
 def optimizer_arrays(optimizer: torch.optim.Optimizer) -> dict[str, np.ndarray]:
-    """The optimiser's per-parameter state, flattened to ``{"<param>.<key>": array}``."""
+    """The optimiser's per-parameter state, flattened to ``{"<param>.<key>": array}`` (the
+    parameter's index over the param groups, as in ``state_dict``; without packing one)."""
     out: dict[str, np.ndarray] = {}
-    for pid, state in optimizer.state_dict()["state"].items():
-        for key, value in state.items():
-            arr = value.detach().cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+    params = (p for group in optimizer.param_groups for p in group["params"])
+    for pid, param in enumerate(params):
+        for key, value in optimizer.state.get(param, {}).items():
+            arr = value.numpy(force=True) if torch.is_tensor(value) else np.asarray(value)
             out[f"{pid}.{key}"] = arr
     return out
 

@@ -14,9 +14,9 @@ import pytest
 from sklearn.feature_selection import f_classif
 from test_gini import Recorder, set_up, views
 
-from vflfs.client_app import state
 from vflfs.client_app.app import app as client_app
 from vflfs.client_app.ops_gini import stored_scores
+from vflfs.client_app.party_store import PartyStore
 from vflfs.federation import UP, LocalGrid
 from vflfs.federation.payload import decode
 from vflfs.ml import paillier
@@ -49,8 +49,9 @@ def parties(grid: LocalGrid):
     """Each party as its node restores it from ``context.state``, by partition id."""
     out = {}
     for node, (pid, _) in grid.contexts.items():
-        state.forget(grid._state[node])
-        out[pid] = (state.restore(grid._state[node])[0], grid._state[node])
+        store = PartyStore(grid._state[node])
+        store.forget()
+        out[pid] = (store.load(), grid._state[node])
     return [out[m] for m in sorted(out)]
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vflfs.client_app.app import app as client_app
+from vflfs.client_app.flat_record import unpack
 from vflfs.federation import DOWN, MB, UP, LocalGrid
 from vflfs.federation.payload import from_array
 from vflfs.protocol import LOCAL_SELECT, STEP, TRAIN_EMBEDDINGS
@@ -111,8 +112,8 @@ def test_removed_features_and_components_leave_the_model(less_run):
     summary, recorder, grid, out = less_run
     stage3 = summary["extra"]["stage3"]["parties"]
     for context, p in zip(grid._state.values(), stage3, strict=True):
-        weight = from_array(context.state["vflfs.model"]["bottom.net.0.weight"])
-        output = from_array(context.state["vflfs.model"]["bottom.net.2.weight"])
+        model = unpack(context.state["vflfs.model"])
+        weight, output = model["bottom.net.0.weight"], model["bottom.net.2.weight"]
         assert weight.shape == (64, p["features_kept"])  # the input layer lost its columns
         assert output.shape == (len(p["components"]), 64)  # the output layer lost rows
         assert p["features_kept"] < 6
@@ -215,20 +216,14 @@ def test_pretraining_must_leave_epochs_for_training(tmp_path):
 def test_selection_survives_a_fresh_process_per_message(tmp_path, monkeypatch):
     """Dropping the in-process cache before every message (a fresh process, another Ray actor)
     must not change a LESS-VFL run: the shrunk model lives in context.state."""
-    from vflfs.client_app import state
+    from vflfs.client_app import party_store
 
     cfg = compose_config(
         f"{SMALL} {LESS} training.epochs=4 strategy.pretrain_epochs=2 "
         "strategy.party.epochs=3 strategy.server.epochs=3"
     )
     cached = run_local(cfg, tmp_path / "a")
-    original = state.restore
-
-    def restore_without_cache(context):
-        state._CACHE.clear()
-        return original(context)
-
-    monkeypatch.setattr(state, "restore", restore_without_cache)
+    monkeypatch.setattr(party_store, "CACHE", party_store.PartyCache(size=0))
     restored = run_local(cfg, tmp_path / "b")
     assert restored["extra"]["components_kept"] == cached["extra"]["components_kept"]
     assert sum(cached["extra"]["components_kept"]) < 48

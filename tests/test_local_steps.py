@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import torch
 
-from vflfs.client_app import state
+from vflfs.client_app import party_store
 from vflfs.client_app.party import Party, PartySpec
 from vflfs.datasets import PartyData
 from vflfs.strategies.local_steps import LocalSteps, reduced_warning
@@ -66,17 +66,11 @@ def test_fedsdg_fs_trains_with_many_local_steps(tmp_path):
     assert np.isfinite(result["step_losses"]).all()
 
 
-class _NoCache(dict):
-    """A party cache that keeps nothing: every message restores from ``context.state``."""
-
-    def __setitem__(self, key, value) -> None:
-        pass
-
-
 def test_the_sent_masks_travel_with_the_party_state(tmp_path, monkeypatch):
     """A party rebuilt from ``context.state`` each message trains exactly as a cached one."""
     cached = run_local(tiny_config(MOVING_GATES), tmp_path / "cached")
-    monkeypatch.setattr(state, "_CACHE", _NoCache())
+    # a cache that keeps nothing: every message restores from context.state
+    monkeypatch.setattr(party_store, "CACHE", party_store.PartyCache(size=0))
     restored = run_local(tiny_config(MOVING_GATES), tmp_path / "restored")
     assert restored["step_losses"] == cached["step_losses"]
 

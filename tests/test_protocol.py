@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from vflfs.client_app import state
+from vflfs.client_app import party_store
 from vflfs.client_app.data import party_data
 from vflfs.datasets import center
 from vflfs.federation import PartyError
@@ -86,17 +86,17 @@ def test_state_is_restored_from_context_when_the_cache_is_dropped(tmp_path, monk
     actor would) must not change the result: context.state is the source of truth."""
     cfg = tiny_config("training.epochs=2")
     cached = run_local(cfg, tmp_path / "a")["step_losses"]
-    original = state.restore
-    misses = []
+    original = party_store.build_party
+    builds = []
 
-    def restore_without_cache(context):
-        state._CACHE.clear()
-        misses.append(1)
-        return original(context)
+    def counted(spec, rows):
+        builds.append(1)
+        return original(spec, rows)
 
-    monkeypatch.setattr(state, "restore", restore_without_cache)
+    monkeypatch.setattr(party_store, "CACHE", party_store.PartyCache(size=0))
+    monkeypatch.setattr(party_store, "build_party", counted)
     restored = run_local(cfg, tmp_path / "b")["step_losses"]
-    assert len(misses) > 20
+    assert len(builds) > 20
     np.testing.assert_allclose(restored, cached, rtol=1e-6)
 
 
@@ -109,16 +109,19 @@ def test_cache_is_ignored_when_context_state_is_newer():
     spec = exp.party_spec(0)
     ctx = Context(run_id=7, node_id=1, node_config={}, state=RecordDict(), run_config={})
     rows = {"train": exp.splits.train, "eval": exp.splits.test}
-    party = state.build_party(spec, rows)
-    state.save(ctx, party, spec, "n1", rows)
+    mine = party_store.PartyStore(ctx)
+    party = mine.create(spec, "n1", rows)
+    mine.save()  # version 0
     party.apply_gradient(np.arange(4), np.ones((4, 16), np.float32), 0)  # trained, not saved
     stale = party.model.input_layer.weight.detach().clone()
     # Another actor saved a newer version of this party into context.state:
-    other = state.build_party(spec, rows)
-    state.save(ctx, other, spec, "n1")
-    state._CACHE[(7, 1)] = ("n1", 0, party)  # this process still caches version 0
-    restored, _, _ = state.restore(ctx)
-    assert restored is not party
+    theirs = party_store.PartyStore(ctx)
+    other = theirs.create(spec, "n1", rows)
+    theirs.save()  # version 1
+    # this process still caches version 0
+    party_store.CACHE.put((7, 1), party_store.Cached("n1", 0, party, spec))
+    restored = party_store.PartyStore(ctx).load()
+    assert restored is not party and restored is not other
     assert not np.allclose(restored.model.input_layer.weight.detach(), stale)
     np.testing.assert_array_equal(
         restored.model.input_layer.weight.detach(), other.model.input_layer.weight.detach()
