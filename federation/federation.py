@@ -165,7 +165,7 @@ class Federation:
                     waiting[again] = party
                     deadline = time.monotonic() + self.timeout
                     continue
-                replies[party] = self._unpack(party, operation, reply, outages.resent(party))
+                replies[party] = self._unpack(party, operation, reply)
                 outages.ended(party)
             if waiting:
                 if time.monotonic() > deadline:
@@ -214,9 +214,7 @@ class Federation:
         (mid,) = self.grid.push_messages([again])
         return mid
 
-    def _unpack(
-        self, party: int, operation: Operation[Req, Rep], reply: Message, resent: bool = False
-    ) -> Rep:
+    def _unpack(self, party: int, operation: Operation[Req, Rep], reply: Message) -> Rep:
         if reply.has_error():
             raise PartyError(
                 party, operation, f"Flower error {reply.error.code}: {reply.error.reason}"
@@ -224,12 +222,12 @@ class Federation:
         self.traffic.record(reply, UP, dict(operation.reply_phases))
         self._notify(UP, party, operation.name, reply.content)
         error = decode_error(reply.content)
-        if error is not None and resent and error.type == LOST_STATE:
+        if error is not None and error.type == LOST_STATE:
             raise PartyError(
                 party,
                 operation,
-                "it came back without the run's state (its SuperNode restarted: Flower keeps a "
-                "party's state in that process's memory), so the run cannot go on from here",
+                f"{error.type}: {error.message}; a SuperNode that restarted during the run has "
+                "lost its party's state (Flower keeps it in that process's memory)",
             )
         if error is not None:
             raise PartyError(party, operation, f"{error.type}: {error.message}")

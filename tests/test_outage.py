@@ -1,10 +1,11 @@
 """Short outages: a request Flower reports lost is sent again, and a party applies a repeated
-request once.
+request once; a party gone too long, or back without its state, ends the run with a checkpoint
+that resume=true continues.
 
 The faults are Flower's own: the grids below are the real in-process grid (the real ClientApp,
 messages through protobuf) except that one ``train.step`` to party 1 gets the error reply the
 SuperLink makes for a node that missed its heartbeats (``Node Unavailable``), built with
-Flower's own function. The pause of a real SuperNode is exercised on loopback
+Flower's own function. A real SuperNode paused past its heartbeats is exercised on loopback
 (``test_deployment.py``, ``-m extended``).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.app import Message
+from flwr.app import Context, Message, RecordDict
 from flwr.common.constant import ErrorCode
 from flwr.common.serde import recorddict_to_proto
 from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
@@ -36,11 +37,13 @@ class LossyGrid(LocalGrid):
     """The in-process grid, except that one ``train.step`` to party 1 is lost: Flower's
     ``Node Unavailable`` reply comes back instead of the party's. With ``applied`` the party
     got the request and applied it (its reply was lost); with ``gone`` its node then stays
-    away."""
+    away; with ``restarted`` it comes back without its state (a new SuperNode process)."""
 
-    def __init__(self, num_nodes: int, applied: bool, gone: bool = False, **kwargs) -> None:
-        super().__init__(client_app, num_nodes, **kwargs)
-        self.applied, self.gone = applied, gone
+    def __init__(
+        self, num_nodes: int, applied: bool, gone: bool = False, restarted: bool = False, **kw
+    ) -> None:
+        super().__init__(client_app, num_nodes, **kw)
+        self.applied, self.gone, self.restarted = applied, gone, restarted
         self.victim = next(n for n, (pid, _) in self.contexts.items() if pid == 1)
         self.steps = 0
         self.lost: Message | None = None
@@ -72,6 +75,11 @@ class LossyGrid(LocalGrid):
         else:
             mid = message.metadata.__dict__["_message_id"] = f"lost-{self.steps}"
         self.lost = message
+        if self.restarted:
+            old = self._state[self.victim]
+            self._state[self.victim] = Context(
+                old.run_id, old.node_id, dict(old.node_config), RecordDict(), dict(old.run_config)
+            )
         self._replies[mid] = create_message_error_unavailable_res_message(
             message.metadata, "node_unavail"
         )
@@ -169,16 +177,23 @@ def test_a_party_answers_a_repeated_step_with_its_first_reply_and_applies_it_onc
     assert summary["step_losses"] == undisturbed["step_losses"]
 
 
-def test_a_party_away_longer_than_the_outage_timeout_ends_the_run_which_resumes(
-    undisturbed, tmp_path
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        ("gone", "it was unreachable for more than 1 s (federation.outage_timeout"),
+        ("restarted", "a SuperNode that restarted during the run has lost its party's state"),
+    ],
+)
+def test_a_party_gone_too_long_or_back_without_its_state_ends_the_run_which_resumes(
+    undisturbed, tmp_path, fault, says
 ):
     extra = "federation.outage_timeout=1"
     parties = {RUN_KEY: str(tmp_path / PARTY_STATE)}
-    grid = LossyGrid(2, applied=False, gone=True, run_config=parties)
-    with pytest.raises(PartyError, match=r"party 1 failed in 'train.step'.*outage_timeout"):
+    grid = LossyGrid(2, applied=False, run_config=parties, **{fault: True})
+    with pytest.raises(PartyError, match=r"party 1 failed in 'train.step'"):
         run(grid, tmp_path, extra)
     error = (tmp_path / ERROR).read_text()
-    assert "it was unreachable for more than 1 s" in error and "resume=true" in error, error
+    assert says in error and "the same run with resume=true continues it" in error, error
     assert (tmp_path / CHECKPOINT).exists()
     resumed = run_job(tiny_config(f"{RUN} {extra} resume=true"), tmp_path)
     assert resumed["step_losses"] == undisturbed["step_losses"]
