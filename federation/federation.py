@@ -203,6 +203,13 @@ class Federation:
                     f"(federation.outage_timeout; Flower error {reply.error.code}: "
                     f"{reply.error.reason})",
                 )
+            if (new := self._newcomer(party, outages.probed)) is not None:
+                raise PartyError(
+                    party,
+                    operation,
+                    f"its SuperNode came back as a new node ({new}), without the party's state "
+                    "(a restarted SuperNode without SuperNode authentication registers anew)",
+                )
             time.sleep(outages.pause)
         again = Message(
             message.content,
@@ -213,6 +220,33 @@ class Federation:
         self.traffic.record(again, DOWN)
         (mid,) = self.grid.push_messages([again])
         return mid
+
+    def _newcomer(self, party: int, probed: set[int]) -> int | None:
+        """A node that joined after :meth:`connect` and reports ``party``'s partition, or None.
+        Each new node is asked once (``query.info``); the answer only ends the run, so it
+        needs no identity proof."""
+        if not self.node_ids:
+            return None  # still connecting
+        for node in set(self.grid.get_node_ids()) - set(self.node_ids) - probed:
+            probed.add(node)
+            request = Message(
+                encode(INFO.request().to_payload()),
+                dst_node_id=node,
+                message_type=INFO.name,
+                group_id=Delivery(self._session, next(self._step)).group_id,
+            )
+            (mid,) = self.grid.push_messages([request])
+            deadline = time.monotonic() + min(self.timeout, 60.0)
+            while not (replies := list(self.grid.pull_messages([mid]))):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(self.poll_interval)
+            for reply in replies:
+                if not reply.has_error() and decode_error(reply.content) is None:
+                    info = INFO.reply.from_payload(decode(reply.content))
+                    if int(info.partition_id) == party:
+                        return node
+        return None
 
     def _unpack(self, party: int, operation: Operation[Req, Rep], reply: Message) -> Rep:
         if reply.has_error():

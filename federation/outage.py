@@ -6,7 +6,9 @@ request or reply comes back as ``MESSAGE_UNAVAILABLE`` or ``REPLY_MESSAGE_UNAVAI
 these the :class:`~vflfs.federation.Federation` waits until the party's node is online again,
 for at most ``federation.outage_timeout`` seconds from the first loss, and sends the same
 request again (the same :class:`~vflfs.protocol.Delivery`, so a party that applied it already
-answers with the reply it kept: :mod:`vflfs.client_app.replay`). Any other Flower error (the
+answers with the reply it kept: :mod:`vflfs.client_app.replay`). A party that comes back
+without its state (a restarted SuperNode: as the same node with SuperNode authentication, as a
+new node without) cannot go on, and the run ends naming it. Any other Flower error (the
 ClientApp crashed or raised) and every party's own failure end the run as before.
 """
 
@@ -43,6 +45,7 @@ class Outages:
     timeout: float  # seconds a party may stay unreachable (0: no re-sending)
     pause: float = 1.0  # seconds between two sends of the same request
     since: dict[int, float] = field(default_factory=dict)
+    probed: set[int] = field(default_factory=set)  # new nodes asked which party they are
 
     def enabled(self) -> bool:
         return self.timeout > 0

@@ -37,13 +37,20 @@ class LossyGrid(LocalGrid):
     """The in-process grid, except that one ``train.step`` to party 1 is lost: Flower's
     ``Node Unavailable`` reply comes back instead of the party's. With ``applied`` the party
     got the request and applied it (its reply was lost); with ``gone`` its node then stays
-    away; with ``restarted`` it comes back without its state (a new SuperNode process)."""
+    away; with ``restarted`` it comes back without its state (a new SuperNode process), with
+    ``moved`` as a new node too (a new SuperNode without SuperNode authentication)."""
 
     def __init__(
-        self, num_nodes: int, applied: bool, gone: bool = False, restarted: bool = False, **kw
+        self,
+        num_nodes: int,
+        applied: bool,
+        gone: bool = False,
+        restarted: bool = False,
+        moved: bool = False,
+        **kw,
     ) -> None:
         super().__init__(client_app, num_nodes, **kw)
-        self.applied, self.gone, self.restarted = applied, gone, restarted
+        self.applied, self.gone, self.restarted, self.moved = applied, gone, restarted, moved
         self.victim = next(n for n, (pid, _) in self.contexts.items() if pid == 1)
         self.steps = 0
         self.lost: Message | None = None
@@ -75,10 +82,11 @@ class LossyGrid(LocalGrid):
         else:
             mid = message.metadata.__dict__["_message_id"] = f"lost-{self.steps}"
         self.lost = message
-        if self.restarted:
-            old = self._state[self.victim]
-            self._state[self.victim] = Context(
-                old.run_id, old.node_id, dict(old.node_config), RecordDict(), dict(old.run_config)
+        if self.restarted or self.moved:
+            old = self._state.pop(self.victim)
+            node = old.node_id + 1 if self.moved else old.node_id
+            self._state[node] = Context(
+                old.run_id, node, dict(old.node_config), RecordDict(), dict(old.run_config)
             )
         self._replies[mid] = create_message_error_unavailable_res_message(
             message.metadata, "node_unavail"
@@ -182,6 +190,7 @@ def test_a_party_answers_a_repeated_step_with_its_first_reply_and_applies_it_onc
     [
         ("gone", "it was unreachable for more than 1 s (federation.outage_timeout"),
         ("restarted", "a SuperNode that restarted during the run has lost its party's state"),
+        ("moved", "its SuperNode came back as a new node"),
     ],
 )
 def test_a_party_gone_too_long_or_back_without_its_state_ends_the_run_which_resumes(
