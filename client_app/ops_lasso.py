@@ -12,8 +12,13 @@ import numpy as np
 import torch
 
 from vflfs.federation.payload import from_array
-from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, fit_embeddings_path
-from vflfs.ml.prox import nonzero_columns
+from vflfs.ml.embedding_selection import (
+    ProxSGD,
+    fit_embeddings,
+    fit_embeddings_path,
+    leave_scores,
+)
+from vflfs.ml.prox import column_norms, nonzero_columns
 from vflfs.protocol import (
     LOCAL_SELECT,
     PRUNE,
@@ -55,10 +60,13 @@ def local_selection(
     p: ProxSGD,
     path_points: int = 0,
     path_tolerance: float = 0.05,
+    path_extend: int = 0,
 ) -> dict:
     """Stage 3 at ``party``, alone: keep ``components`` (indices into its full set), fit its
     frozen current embeddings of ``rows`` on them with proximal SGD on the input columns,
-    then remove every feature whose column is zero. Returns the proxy losses."""
+    then remove every feature whose column is zero. Returns the proxy losses, the path's
+    records and one score per feature of the party's full set (0 for a feature it had
+    already removed; :func:`leave_scores`)."""
     frozen, mask = party.embed(rows)
     if mask is not None:
         raise ValueError("stage 3 needs the full embedding; this party has embedding gates")
@@ -71,13 +79,16 @@ def local_selection(
     layer = party.model.input_layer
     if path_points > 0:
         losses, path = fit_embeddings_path(
-            party.model, layer, X, targets, p, path_points, path_tolerance
+            party.model, layer, X, targets, p, path_points, path_tolerance, path_extend
         )
     else:
         losses, path = fit_embeddings(party.model, layer, X, targets, p), []
+    norms = [r.pop("norms") for r in path] or [column_norms(layer.weight).cpu().numpy()]
+    scores = np.zeros(party.X_all.shape[1])
+    scores[party.features] = leave_scores(norms)
     kept = nonzero_columns(layer.weight).cpu().numpy()
     party.keep(features=party.features[kept])
-    return {"losses": losses, "path": path}
+    return {"losses": losses, "path": path, "scores": scores}
 
 
 @OPERATIONS.operation(LOCAL_SELECT)
@@ -99,6 +110,7 @@ def local_select(session: Session, request: LocalSelectRequest) -> LocalSelectRe
         p,
         int(request.path_points),
         float(request.path_tolerance),
+        int(request.path_extend),
     )
     ended = time.time()
     session.changed = True
@@ -112,6 +124,7 @@ def local_select(session: Session, request: LocalSelectRequest) -> LocalSelectRe
         components=party.components.astype(np.int64),
         path_r2=[float(r["r2"]) for r in out["path"]],
         path_kept=[int(r["kept"]) for r in out["path"]],
+        scores=out["scores"],
     )
 
 

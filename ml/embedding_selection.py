@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .batches import epoch_batches
-from .prox import group_lasso_prox_, nonzero_columns
+from .prox import ZERO, column_norms, group_lasso_prox_, nonzero_columns
 
 if TYPE_CHECKING:  # the protocol imports ProxSGD from here: no metrics libraries on import
     from .top import ServerModel
@@ -151,15 +151,20 @@ def fit_embeddings_path(
     p: ProxSGD,
     points: int = 8,
     tolerance: float = 0.05,
+    extend: int = 0,
 ) -> tuple[list[float], list[dict]]:
     """Stage 3 along a path of lambdas, chosen without labels and without messages.
 
     The party holds out a seeded fifth of its rows; lambda grows geometrically (x2) from
     ``p.lam / 2^(points - 2)`` to ``2 * p.lam``, each point warm-started from the last with
-    ``p.epochs / points`` epochs. The chosen point is the sparsest whose held-out R^2 of the
+    ``p.epochs / points`` epochs; with ``extend`` > 0 it goes on doubling, up to that many
+    more points, until no column is left (so that every column's leaving point is known for
+    :func:`leave_scores`). The chosen point is the sparsest whose held-out R^2 of the
     frozen embeddings is within ``tolerance`` of the best point's; the model returns to it.
     An empty selection is chosen only if no point reconstructs better than the mean (R^2
-    <= 0). Returns the losses of every epoch and one record per point.
+    <= 0). Returns the losses of every epoch and one record per point; each record holds the
+    input-column norms at that point (``norms``), from which :func:`leave_scores` ranks the
+    features.
     """
     if targets.shape[1] == 0 or points < 1:
         return fit_embeddings(model, input_layer, X, targets, p), []
@@ -171,7 +176,9 @@ def fit_embeddings_path(
     losses: list[float] = []
     records: list[dict] = []
     states: list[dict] = []
-    for j in range(points):
+    for j in range(points + extend):
+        if j >= points and records[-1]["kept"] == 0:
+            break
         lam = p.lam * 2.0 ** (j - points + 2)
         step = ProxSGD(lam, p.lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
         losses += fit_embeddings(model, input_layer, X[torch.as_tensor(fit)], targets[fit], step)
@@ -179,8 +186,9 @@ def fit_embeddings_path(
             model.eval()
             error = float(((model(X[held_t]) - targets[held_t]) ** 2).sum())
             model.train()
-        kept = len(nonzero_columns(input_layer.weight))
-        records.append({"lam": lam, "r2": 1.0 - error / total, "kept": kept})
+        norms = column_norms(input_layer.weight).cpu().numpy()
+        kept = int(np.count_nonzero(norms > ZERO))
+        records.append({"lam": lam, "r2": 1.0 - error / total, "kept": kept, "norms": norms})
         states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
     best = max(r["r2"] for r in records)
     if best <= 0.0:
@@ -192,3 +200,21 @@ def fit_embeddings_path(
     records[chosen]["chosen"] = True
     model.load_state_dict(states[chosen])
     return losses, records
+
+
+def leave_scores(norms: list[np.ndarray]) -> np.ndarray:
+    """Each input column's importance along a path (LassoNet's: the penalty at which it leaves).
+
+    ``norms[j]`` holds the column norms at path point j (lambda growing with j). A column last
+    non-zero at point j scores j + 1 + n / (1 + n), n its norm there: a column that stays
+    longer outranks any that leaves earlier, and among columns leaving at the same point the
+    larger one ranks first. A column zero at every point scores 0. Parties whose paths share
+    one lambda grid get comparable scores.
+    """
+    if not norms:
+        return np.zeros(0)
+    table = np.stack([np.asarray(n, dtype=np.float64) for n in norms])  # points x columns
+    alive = table > ZERO
+    last = np.where(alive.any(0), table.shape[0] - 1 - np.argmax(alive[::-1], axis=0), -1)
+    at_last = table[np.maximum(last, 0), np.arange(table.shape[1])]
+    return np.where(last >= 0, last + 1 + at_last / (1 + at_last), 0.0)

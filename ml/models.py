@@ -146,10 +146,13 @@ class Task:
     def metric_name(self) -> str:
         return "accuracy" if self.kind == "classification" else "r2"
 
-    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def loss(
+        self, output: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+    ) -> torch.Tensor:
+        """Cross-entropy or squared error; ``reduction="none"``: one value per sample."""
         if self.kind == "classification":
-            return nn.functional.cross_entropy(output, target)
-        return nn.functional.mse_loss(output.squeeze(-1), target)
+            return nn.functional.cross_entropy(output, target, reduction=reduction)
+        return nn.functional.mse_loss(output.squeeze(-1), target, reduction=reduction)
 
     def target(self, y) -> torch.Tensor:
         t = torch.as_tensor(y)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -11,6 +12,14 @@ from .metrics import score
 from .models import Task, TopModel, TopSpec, seeded, server_seed
 from .optim import make_optimizer
 from .prox import group_lasso_prox_
+
+
+class Scored(NamedTuple):
+    """The top model on an evaluation set: mean loss, metric, and each sample's loss."""
+
+    loss: float
+    metric: float
+    losses: np.ndarray  # float32, one per sample (what paired comparisons of models need)
 
 
 class ServerModel:
@@ -97,18 +106,21 @@ class ServerModel:
             for layer in self.input_layers:
                 group_lasso_prox_(layer.weight, self.prox_tau)
 
-    def evaluate(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, float]:
+    def evaluate(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> Scored:
         """Loss and metric (accuracy or R^2) of the top model on given embeddings."""
         with torch.no_grad():
             z = self.model.interact(self.tensors(embeddings, grad=False))
         return self.evaluate_head(z, y)
 
-    def evaluate_head(self, z: torch.Tensor, y: np.ndarray) -> tuple[float, float]:
+    def evaluate_head(self, z: torch.Tensor, y: np.ndarray) -> Scored:
         """Loss and metric (accuracy or R^2) of the top model from the interactive layer's
         output ``z``."""
         self.model.eval()
         with torch.no_grad():
             out = self.model.head(z)
-            loss = float(self.task.loss(out, self.task.target(y).to(self.device)))
+            target = self.task.target(y).to(self.device)
+            losses = self.task.loss(out, target, reduction="none")
         self.model.train()
-        return loss, score(self.task, out, y)
+        # The mean is taken as the mean-reduced loss takes it, so the history is unchanged.
+        loss = float(self.task.loss(out, target))
+        return Scored(loss, score(self.task, out, y), losses.float().cpu().numpy())

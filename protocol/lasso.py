@@ -33,13 +33,15 @@ class LocalSelectRequest(Body):
     components: np.ndarray
     path_points: int = 0
     path_tolerance: float = 0.05
+    path_extend: int = 0  # more points (x2 each) until no column is left
     prox: ProxSGD = flat_field(ProxSGD)
 
 
 @dataclass(frozen=True)
 class LocalSelectReply(Body):
     """When stage 3 started and ended (wall clock), its first and last proxy loss, what the
-    party kept, and per path point the fit's R^2 and the features kept."""
+    party kept, per path point the fit's R^2 and the features kept, and each feature's
+    score."""
 
     started: float
     ended: float
@@ -49,6 +51,9 @@ class LocalSelectReply(Body):
     components: np.ndarray
     path_r2: list = field(default_factory=list)
     path_kept: list = field(default_factory=list)
+    # One importance per feature of the party's full set (ml.embedding_selection.leave_scores):
+    # the path point at which its input column leaves, ties broken by the column's norm there.
+    scores: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,23 @@
-"""How many features a filter keeps, chosen on validation.
+"""How many features a filter (or LESS-VFL) keeps, chosen on validation.
 
-A filter (Gini, F-statistic, random) ranks every feature of every party once. Instead of a
-fixed share, the server tries the best k features for k = d, d/2, d/4, ... 1 (d: all
-features; with ``strategy.max_features`` only counts within that budget): for each, the
-parties rebuild their models on their part of the best k (a party with none sends nothing)
-and VFL trains with early stopping on validation. The kept count is the smallest whose best
-validation score is within the tolerance of the best count's (one standard error by default,
-:func:`vflfs.strategies.path.tolerance`), and the reported model is that training's best
-epoch. With ``strategy.keep_fraction`` set, the filter keeps that share instead.
+A filter (Gini, F-statistic, random) ranks every feature of every party once; LESS-VFL and
+local lasso rank them by stage 3's scores. Instead of a fixed share, the server tries the best
+k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_features`` only
+counts within that budget): for each, the parties rebuild their models on their part of the
+best k (a party with none sends nothing) and VFL trains with early stopping on validation.
+The kept count is the smallest whose best validation score is within the tolerance of the
+best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`), and
+the reported model is that training's best epoch. With ``select.refine`` the server then
+bisects between that count and the next smaller one tried (k/2, which fell short), so that the
+count need not be a power of two; with ``select.refit_patience`` the chosen count trains once
+more with that patience, and the better of its two trainings on validation is reported. With
+``strategy.keep_fraction`` set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +69,28 @@ def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
     return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
 
 
+def smallest_good(
+    tried: list[Candidate], experiment: Experiment, setting: float | None
+) -> tuple[Candidate, float]:
+    """The smallest count whose validation score is within the tolerance of the best."""
+    best = max(c.val_metric for c in tried)
+    slack = tolerance(setting, experiment, best)
+    return min((c for c in tried if c.val_metric >= best - slack), key=lambda c: c.k), slack
+
+
+def bisect(
+    tried: list[Candidate], chosen: Candidate, slack: float, attempt: Callable[[int], Candidate]
+) -> None:
+    """Try the counts between ``chosen`` and the next smaller count tried (which fell short),
+    halving the interval: a count within ``slack`` of the best so far becomes its upper end."""
+    below = [c.k for c in tried if c.k < chosen.k]
+    lo, hi = (max(below) if below else 0), chosen.k
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        good = attempt(mid).val_metric >= max(c.val_metric for c in tried) - slack
+        lo, hi = (lo, mid) if good else (mid, hi)
+
+
 class CountChoice:
     """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
 
@@ -78,31 +105,45 @@ class CountChoice:
         ranks: list[np.ndarray],
     ) -> None:
         s = self.cfg.strategy.get("select") or {}
-        budget = s.get("max_features")
-        patience = int(s.get("patience", 2))
         epochs = int(s.get("max_epochs") or self.cfg.training.epochs)
-        self.patience = patience
+        self.patience = int(s.get("patience", 2))
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
-        for k in counts(total, budget):
+
+        def attempt(k: int) -> Candidate:
             first = len(result.history)
             candidate = Candidate(k, best_k(ranks, k), first, first)
             self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
             tried.append(candidate)
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
-        best = max(c.val_metric for c in tried)
-        slack = tolerance(s.get("tolerance"), experiment, best)
-        chosen = min((c for c in tried if c.val_metric >= best - slack), key=lambda c: c.k)
-        result.best_from, result.best_to = chosen.first, chosen.stop
-        for p, kept in zip(result.parties, chosen.kept, strict=True):
-            p.selected_at_best = kept.tolist()
-            p.components = None if len(kept) else 0
-        result.extra["count_choice"] = {
-            "tried": [c.row() for c in tried],
-            "chosen": chosen.k,
-            "tolerance": slack,
-        }
+            return candidate
+
+        for k in counts(total, s.get("max_features")):
+            attempt(k)
+        chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
+        if s.get("refine"):
+            bisect(tried, chosen, slack, attempt)
+            chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
+        record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
+        if s.get("refit_patience"):
+            # The chosen count once more, with a longer patience; the better of the two.
+            self.patience = int(s["refit_patience"])
+            refit = attempt(chosen.k)
+            tried.pop()
+            record["refit"] = refit.row()
+            chosen = refit if refit.val_metric >= chosen.val_metric else chosen
+        self.report(result, chosen)
+        result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
+
+    def report(self, result: RunResult, chosen: Candidate) -> None:
+        """The reported model: ``chosen``'s best epoch, its features and components."""
+        result.best_from, result.best_to = chosen.first, chosen.stop
+        size = int(self.cfg.model.bottom.embedding_size)
+        for m, (p, kept) in enumerate(zip(result.parties, chosen.kept, strict=True)):
+            p.selected_at_best = kept.tolist()
+            sent = len(self.candidate_components(m)) if len(kept) else 0
+            p.components = None if sent == size else sent  # None: all
 
     def train_on(
         self,
@@ -117,8 +158,9 @@ class CountChoice:
         self.choosing = candidate.kept
         with federation.traffic.in_phase("setup"):
             self.setup_parties(federation, experiment)
-        size = int(self.cfg.model.bottom.embedding_size)
-        self.widths = [size if len(k) else 0 for k in candidate.kept]
+        self.widths = [
+            len(self.candidate_components(m)) if len(k) else 0 for m, k in enumerate(candidate.kept)
+        ]
         self.server = self.make_server_model(experiment)
         self.layer = make_layer(self.cfg, federation, experiment, self.server)
         for p, kept in zip(result.parties, candidate.kept, strict=True):
@@ -136,5 +178,8 @@ class CountChoice:
         if self.choosing is None:
             return None
         kept = self.choosing[m].tolist()
-        size = int(self.cfg.model.bottom.embedding_size)
-        return {"features": kept, "components": list(range(size)) if kept else []}
+        return {"features": kept, "components": self.candidate_components(m) if kept else []}
+
+    def candidate_components(self, m: int) -> list[int]:
+        """The embedding components party ``m`` sends while it keeps a feature (here: all)."""
+        return list(range(int(self.cfg.model.bottom.embedding_size)))

@@ -3,16 +3,25 @@
 Castiglia, Zhou, Wang, Kadhe, Baracaldo and Patterson, "LESS-VFL: Communication-Efficient
 Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec section 5).
 
-1. Stage 1: standard VFL (spec section 3) for ``strategy.pretrain_epochs`` epochs.
+1. Stage 1: standard VFL (spec section 3) for ``strategy.pretrain_epochs`` epochs, or with
+   ``null`` until the validation score stops improving (``strategy.pretrain_patience``
+   epochs, at most ``training.epochs``), so that the bottom models have learnt which columns
+   matter before stage 3 reconstructs their embeddings.
 2. Stage 2 (phase ``stage2``): every party uploads its embeddings of all training rows once;
    the server trains its model on these cached embeddings with proximal SGD, a group lasso on
    its input columns, and tells each party only its own significant component set K_m. That
    message is the last of stage 2.
 3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
    delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
-   input-layer columns and removes the features whose column is zero.
-4. Standard VFL continues on the kept features and components only, up to ``training.epochs``
-   epochs in all; removed features and components are no longer computed or sent.
+   input-layer columns and removes the features whose column is zero. Along its local path
+   of lambdas each feature gets a score, the point at which its column leaves
+   (:func:`vflfs.ml.embedding_selection.leave_scores`); the reply carries one per feature.
+4. With ``strategy.select`` (the default), the server ranks all features by these scores and
+   chooses how many to keep on validation (:class:`CountChoice`: the best d, d/2, ... 1, each
+   trained on stage 2's components with early stopping; the smallest within one standard
+   error). With ``select: null`` (the paper) standard VFL continues on stage 3's own
+   selection, up to ``training.epochs`` epochs in all. Removed features and components are no
+   longer computed or sent.
 """
 
 from __future__ import annotations
@@ -25,30 +34,49 @@ from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, Loc
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
+from .filter_choice import CountChoice
+from .gini import global_ranks
 from .result import RunResult
-from .strategy import EpochCallback
+from .strategy import EpochCallback, log
 from .vfl import VFL
 
 
-class LessVFL(VFL):
+class LessVFL(CountChoice, VFL):
     """LESS-VFL (Castiglia et al., ICML 2023): the three stages, then VFL on what was kept."""
 
     name = "less_vfl"
 
+    patience: int | None = None  # set while an early-stopped training runs
+    components: list[list[int]] | None = None  # K_m of each party, once stage 2 has run
+    scores: list[np.ndarray]  # stage 3's score of every feature of each party
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        pre, total = int(cfg.strategy.pretrain_epochs), int(cfg.training.epochs)
-        if not 0 <= pre < total:
+        pre, total = cfg.strategy.pretrain_epochs, int(cfg.training.epochs)
+        if pre is not None and not 0 <= int(pre) < total:
             raise ConfigError(
-                f"strategy.pretrain_epochs must be in 0..training.epochs - 1 = {total - 1}, got "
-                f"{pre}; training.epochs counts the pre-training and the epochs after selection"
+                f"strategy.pretrain_epochs must be null (until validation stops improving) or "
+                f"in 0..training.epochs - 1 = {total - 1}, got {pre}; training.epochs counts "
+                "the pre-training and the epochs after selection"
             )
-        self.pretrain_epochs = pre
+        self.pretrain_epochs = None if pre is None else int(pre)
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
         result = super().configure(federation, experiment)
-        result.best_from = self.pretrain_epochs
+        result.best_from = self.pretrain_epochs or 0
         return result
+
+    def party_spec(self, experiment: Experiment, m: int) -> dict:
+        spec = super().party_spec(experiment, m)
+        keep = self.keep_spec(m)  # while the kept count is chosen
+        if keep is not None:
+            spec["keep"] = keep
+        return spec
+
+    def candidate_components(self, m: int) -> list[int]:
+        """While the kept count is chosen, party ``m`` sends its stage-2 components K_m."""
+        assert self.components is not None
+        return self.components[m]
 
     def fit(
         self,
@@ -57,13 +85,32 @@ class LessVFL(VFL):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
-        self.run_epochs(federation, experiment, result, on_epoch, 0, self.pretrain_epochs)
-        self.select(federation, experiment, result)
         total = int(self.cfg.training.epochs)
+        self.stage = "pretrain"
+        if self.pretrain_epochs is None:
+            self.patience = int(self.cfg.strategy.get("pretrain_patience") or 2)
+            self.start_reliably(federation, experiment, result, on_epoch, total)
+            self.pretrain_epochs = result.best_from = len(result.history)
+            self.patience = None
+            log.info("%s: pre-trained %d epochs", self.name, self.pretrain_epochs)
+        else:
+            self.run_epochs(federation, experiment, result, on_epoch, 0, self.pretrain_epochs)
+        self.select(federation, experiment, result)
+        if self.cfg.strategy.get("select") is not None:
+            self.stage = "select"
+            ranks = global_ranks(self.scores, lower_is_better=False)
+            self.choose_count(federation, experiment, result, on_epoch, ranks)
+            return
+        self.stage = "dense"
         self.run_epochs(federation, experiment, result, on_epoch, self.pretrain_epochs, total)
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
-        """Never before selection (early stopping counts from the first epoch after it)."""
+        """While ``patience`` is set (adaptive pre-training, one kept count's training): that
+        many epochs without a better validation score. Otherwise never before selection
+        (``training.patience`` counts from the first epoch after it)."""
+        if self.patience is not None:
+            return epoch - result.best["epoch"] >= self.patience
+        assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
 
     def row_extras(self) -> dict:
@@ -117,6 +164,7 @@ class LessVFL(VFL):
                     components=k,
                     path_points=int(party.get("path_points") or 0),
                     path_tolerance=float(party.get("path_tolerance", 0.05)),
+                    path_extend=int(party.get("path_extend") or 0),
                     prox=p,
                 )
                 for m, k in enumerate(keep)
@@ -125,6 +173,8 @@ class LessVFL(VFL):
         span = max(r.ended for r in replies.values()) - min(r.started for r in replies.values())
         traffic.seconds["stage2"] -= span
         traffic.seconds["stage3"] += span
+        self.components = [np.asarray(k).tolist() for k in keep]
+        self.scores = [np.asarray(replies[m].scores, dtype=np.float64) for m in range(len(keep))]
         self.record_selection(result, replies, p)
 
     def record_selection(
@@ -145,6 +195,7 @@ class LessVFL(VFL):
                     "path_r2": np.asarray(r.path_r2).tolist(),
                     "path_kept": np.asarray(r.path_kept).tolist(),
                     "components": np.asarray(r.components).tolist(),
+                    "scores": np.asarray(r.scores).tolist(),
                 }
                 for m, r in sorted(replies.items())
             ],

@@ -18,9 +18,11 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 4. **Refit.** The parties rebuild their bottom models on a candidate's features and
    components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
    trains them with early stopping on validation. The candidates are the chosen point, the
-   best-scoring one and sparser ones near the best (:func:`candidates`); the sparsest model
-   within the tolerance of the best refit is reported, the dense one (never refit) included:
-   if it wins, the run says so.
+   best-scoring one and sparser ones near the best (:func:`candidates`), then up to
+   ``path.refit_probes`` top-k sets of the path's ranking between them (:func:`next_probe`).
+   The sparsest good model is reported (:func:`choose_refit`: within the tolerance of the best
+   score, and within one standard error of the lowest validation loss, sample by sample), the
+   dense one (never refit) included: if it wins, the run says so.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ from .path_choice import (
     candidates,
     choose,
     choose_refit,
+    good_models,
     tolerance,
 )
 from .path_progress import Fitted, PathProgress, Refits
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
-from .vfl import VFL
+from .vfl import VFL, party_importance
 
 
 class PathStrategy(VFL):
@@ -94,7 +97,9 @@ class PathStrategy(VFL):
                 self.before_training(federation, experiment, result)
             epoch = self.warm_up(federation, experiment, result, on_epoch)
             dense = result.best
-            self.dense = Fitted.now(federation, result, 0, stop=dense["epoch"] + 1)
+            self.dense = Fitted.now(
+                federation, result, 0, dense["epoch"] + 1, self.val_losses_at_best
+            )
             self.reported = None
             unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
             self.progress = PathProgress(
@@ -103,6 +108,9 @@ class PathStrategy(VFL):
                 epoch=epoch,
                 scale=self.path.start * unit,
             )
+            first = self.progress.points[0]
+            values = [d["values"] for d in self.dense.importance]
+            self.progress.ranking.update(0, first.selected, first.components, values)
         progress = self.progress
         if not self.refitting:
             self.follow_path(federation, experiment, result, on_epoch, progress)
@@ -131,6 +139,8 @@ class PathStrategy(VFL):
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + per_point)
             progress.epoch, progress.k = epoch + per_point, k + 1
             points.append(self.point(federation, result, k + 1, scale, result.history[-1]))
+            values = [d["values"] for d in party_importance(federation)]
+            progress.ranking.update(k + 1, points[-1].selected, points[-1].components, values)
             log.info(
                 "path point %d: penalty %.4g, validation %.4f, %d features kept",
                 k + 1,
@@ -281,25 +291,40 @@ class PathStrategy(VFL):
         refits = progress.refits
         assert refits is not None
         pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
-        for i in range(refits.done, len(pool)):  # a resumed run goes on from its refit
+        # A resumed run goes on from its refit; the probes follow the candidates.
+        while refits.done < len(pool) or progress.add_probe(self.path):
+            i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
-            models.append(Fitted.now(federation, result, first))
+            models.append(Fitted.now(federation, result, first, None, self.val_losses_at_best))
             scores.append((point, float(result.best["val_metric"])))
+            what = (
+                f"top {point.top_k} of the ranking" if point.top_k else f"path point {point.point}"
+            )
             log.info(
-                "refit %d/%d (path point %d, %d features): validation %.4f",
+                "refit %d (%s, %d features): validation %.4f",
                 i + 1,
-                len(pool),
-                point.point,
+                what,
                 point.kept,
                 scores[-1][1],
             )
-        win = choose_refit(scores, slack)
+        losses = [m.val_losses for m in models]
+        win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
         choice = result.extra["path_choice"]
+        choice["dense_good"] = 0 in good
         choice["refits"] = [
-            {"point": p.point, "kept": p.kept, "val_metric": score} for p, score in scores[1:]
+            {
+                "point": p.point,
+                "top_k": p.top_k,
+                "kept": p.kept,
+                "val_metric": score,
+                "val_loss": None if loss is None else float(np.mean(loss)),
+                "good": i in good,
+            }
+            for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
+            if i > 0
         ]
-        choice["point"] = scores[win][0].point
+        choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
         if win == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.server_app.experiment import Experiment
@@ -30,6 +31,7 @@ class PathSettings:
     max_features: int | None = None  # a budget: choose among points keeping at most this many
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
+    refit_probes: int = 3  # then refit this many selections of the ranking between them
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
@@ -69,6 +71,7 @@ class PathPoint:
     selected: list[list[int]]  # per party: local indices of the features in use
     components: list[list[int]]  # per party: embedding components the server reads
     mb: float
+    top_k: int | None = None  # not a trained point: the path ranking's top features
     kept: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,12 +142,75 @@ def candidates(
     return sorted(picked, key=lambda p: -p.kept)
 
 
-def choose_refit(scores: list[tuple[PathPoint, float]], slack: float) -> int:
-    """Index of the sparsest model whose validation score is within ``slack`` of the best
-    (the dense model is one of them, with its warm-up score: it is never refit)."""
+def choose_refit(
+    scores: list[tuple[PathPoint, float]],
+    slack: float,
+    losses: list[np.ndarray | None] | None = None,
+) -> int:
+    """Index of the sparsest good model (the dense model is one, with its warm-up score: it
+    is never refit).
+
+    Good: its validation score is within ``slack`` of the best, and, given each model's
+    per-sample validation ``losses``, its mean loss exceeds the lowest mean loss by at most
+    one standard error of the paired differences. The models score the same rows, so the
+    paired comparison sees a model that misses a relevant feature where the two scores'
+    own standard errors, each about ``slack``, would not.
+    """
+    good = good_models(scores, slack, losses)
+    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+
+
+def good_models(
+    scores: list[tuple[PathPoint, float]],
+    slack: float,
+    losses: list[np.ndarray | None] | None = None,
+) -> list[int]:
+    """The models :func:`choose_refit` chooses among (never none)."""
     best = max(score for _, score in scores)
     good = [i for i, (_, score) in enumerate(scores) if score >= best - slack]
-    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+    if losses is not None and all(v is not None and len(v) > 1 for v in losses):
+        ref = min(range(len(scores)), key=lambda i: float(np.mean(losses[i])))
+        paired = [i for i in good if _within_paired(losses[i], losses[ref])]
+        good = paired or good
+    return good
+
+
+def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
+    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
+    return float(diff.mean()) <= float(diff.std(ddof=1)) / math.sqrt(len(diff))
+
+
+def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
+    """How many of the ranking's top features to refit next, or None.
+
+    ``kept``: the features of each model compared so far (the dense one first), ``win`` the
+    one :func:`choose_refit` picks, ``path_kept`` what the path's points keep. A probe halves
+    (geometrically) a gap next to the winner, in this order: to the densest model sparser than
+    the winner (it lost); else, when no sparser model was refit, to the next sparser path
+    point (the penalty still shrank it when it was scored); then a gap of 1.5x or more to the
+    next denser model or path point (the penalty's doubling may drop weak relevant features
+    together with the noise). The dense model (``win`` 0) has no gap above. None once the
+    gaps are closed.
+    """
+    a = kept[win]
+    if a <= 0:
+        return None
+    tried = set(kept)
+    below = [k for k in kept if 0 < k < a] or [k for k in path_kept if 0 < k < a]
+    if below and a - (low := max(below)) >= 2 and a / low >= 1.2:
+        return _between(low, a, tried)
+    if win == 0:
+        return None
+    above = [k for k in [*kept, *path_kept] if k > a]
+    if above and (up := min(above)) / a >= 1.5:
+        return _between(a, up, tried)
+    return None
+
+
+def _between(low: int, high: int, tried: set[int]) -> int | None:
+    """The geometric middle of ``low`` and ``high``, strictly between them, if not tried."""
+    probe = min(max(round(math.sqrt(low * high)), low + 1), high - 1)
+    return None if probe in tried else probe
 
 
 def _selection_key(point: PathPoint) -> tuple:

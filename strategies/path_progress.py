@@ -1,14 +1,17 @@
 """What the regularisation path (:mod:`vflfs.strategies.path`) has done so far: the models it
-may report, its points, and its refits. A checkpoint keeps it between the path's stages, so a
-resumed run goes on where it stopped (:mod:`vflfs.strategies.checkpoint`)."""
+may report, its points, its ranking of the features, and its refits and probes. A checkpoint
+keeps it between the path's stages, so a resumed run goes on where it stopped
+(:mod:`vflfs.strategies.checkpoint`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import PathPoint
+from .path_choice import PathPoint, PathSettings, choose_refit, next_probe
 from .result import RunResult
 from .vfl import party_importance
 
@@ -22,14 +25,20 @@ class Fitted:
     stop: int  # the model's epochs are first .. stop - 1
     parties: list[tuple[list[int] | None, list[int], int | None]]  # at best, now, components
     importance: list[dict]
+    val_losses: np.ndarray | None = None  # each validation sample's loss at its best epoch
 
     @classmethod
     def now(
-        cls, federation: Federation, result: RunResult, first: int, stop: int | None = None
+        cls,
+        federation: Federation,
+        result: RunResult,
+        first: int,
+        stop: int | None = None,
+        val_losses: np.ndarray | None = None,
     ) -> Fitted:
         parties = [(p.selected_at_best, list(p.selected), p.components) for p in result.parties]
         stop = len(result.history) if stop is None else stop
-        return cls(first, stop, parties, party_importance(federation))
+        return cls(first, stop, parties, party_importance(federation), val_losses)
 
     def report(self, result: RunResult) -> None:
         """Make this model the run's result."""
@@ -55,6 +64,45 @@ class Refits:
 
 
 @dataclass
+class Ranking:
+    """The order in which the path drops features, across parties.
+
+    A feature kept to a later point ranks above one dropped earlier (LassoNet's importance:
+    the penalty at which a feature leaves); among those dropped after the same point, the one
+    its party's model used more there (gate or column norm) ranks first. Its top ``k`` give
+    selections between two path points' (:func:`~vflfs.strategies.path_choice.next_probe`).
+    """
+
+    last: list[np.ndarray] = field(default_factory=list)  # per party: last point keeping each
+    score: list[np.ndarray] = field(default_factory=list)  # per party: importance there
+
+    def update(
+        self, k: int, selected: list[list[int]], components: list[list[int]], values: list
+    ) -> None:
+        """Point ``k`` keeps ``selected`` (of the parties whose components are open)."""
+        if not self.last:
+            self.last = [np.full(len(v), -1, np.int64) for v in values]
+            self.score = [np.zeros(len(v), np.float64) for v in values]
+        for m, (sel, comp, v) in enumerate(zip(selected, components, values, strict=True)):
+            if comp and sel:
+                idx = np.asarray(sel, np.int64)
+                self.last[m][idx] = k
+                self.score[m][idx] = np.asarray(v, np.float64)[idx]
+
+    def top(self, k: int) -> list[list[int]]:
+        """Per party: the features among the ``k`` highest-ranked that ever were kept."""
+        ranked = sorted(
+            (
+                (int(last[f]), float(score[f]), -m, -int(f))
+                for m, (last, score) in enumerate(zip(self.last, self.score, strict=True))
+                for f in np.flatnonzero(last >= 0)
+            ),
+            reverse=True,
+        )[:k]
+        return [sorted(-f for _, _, n, f in ranked if -n == m) for m in range(len(self.last))]
+
+
+@dataclass
 class PathProgress:
     """How far the path has come: what a checkpoint keeps between the path's stages."""
 
@@ -65,3 +113,31 @@ class PathProgress:
     k: int = 0  # points trained after the dense one
     slack: float = 0.0  # the choice's tolerance (set once the path ends)
     refits: Refits | None = None  # set once the path ends
+    ranking: Ranking = field(default_factory=Ranking)  # the order the path drops features
+
+    def add_probe(self, settings: PathSettings) -> bool:
+        """Add the next top-k set of the ranking to refit (:func:`next_probe`), within
+        ``path.refit_probes`` and the feature budget; False when there is none."""
+        refits = self.refits
+        assert refits is not None
+        if sum(p.top_k is not None for p in refits.pool) >= settings.refit_probes:
+            return False
+        win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
+        path_kept = [p.kept for p in self.points if p.kept > 0]
+        k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
+        budget = settings.max_features
+        if k is None or (budget is not None and k > budget):
+            return False
+        selected = self.ranking.top(k)
+        near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
+        components = [
+            c if c else next((q.components[m] for q in self.points if q.components[m]), [])
+            for m, c in enumerate(near.components)
+        ]
+        probe = PathPoint(
+            near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
+            selected, components, near.mb, top_k=k,
+        )  # fmt: skip
+        refits.pool.append(probe)
+        refits.keeps.append(selected)
+        return True

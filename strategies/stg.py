@@ -33,4 +33,20 @@ class STG(PathStrategy):
         spec = super().party_spec(experiment, m)
         if not self.refitting:
             spec["gates"] = self.gates()
+            spec["gates"]["input"]["lam"] *= input_share(experiment, m, spec["gates"]["input"])
         return spec
+
+
+def input_share(experiment: Experiment, m: int, gate: dict) -> float:
+    """Party ``m``'s factor on its input gates' lambda: M d_m / D (d_m: its features, D: all).
+
+    Each party's regulariser is the mean over its own gates, so without it a gate of a party
+    with few columns would weigh more than one of a party with many, and the relevant features
+    of a small party would close before the noise of a large one. With it every input gate
+    weighs lambda M / D, whatever the split (parties of equal size: a factor of 1).
+    """
+    if gate.get("reduce", "mean") != "mean":
+        return 1.0
+    sizes = [len(c) for c in experiment.columns]
+    total = sum(sizes)
+    return len(sizes) * sizes[m] / total if total else 1.0

@@ -50,6 +50,8 @@ class VFL(Strategy):
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
     stall_found = False
     stage = "dense"  # the history's "stage" column
+    val_losses: np.ndarray | None = None  # each validation sample's loss at the last epoch
+    val_losses_at_best = None  # ... at the best epoch of the window (paired model choices)
 
     # -- setup ----------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:
@@ -163,9 +165,10 @@ class VFL(Strategy):
             z = self.layer.head_input([p[start : start + len(rows)] for p in parts])
             # "train_loss" is the mean step loss of the epoch; the scored one is train_eval_loss.
             loss_key = "train_eval_loss" if name == "train" else f"{name}_loss"
-            scores[loss_key], scores[f"{name}_metric"] = self.server.evaluate_head(
-                z, experiment.y[rows]
-            )
+            scored = self.server.evaluate_head(z, experiment.y[rows])
+            scores[loss_key], scores[f"{name}_metric"] = scored.loss, scored.metric
+            if name == "val":
+                self.val_losses = scored.losses
             start += len(rows)
         return scores
 
@@ -354,6 +357,7 @@ class VFL(Strategy):
             result.extra["local_steps"] = self.local.record()
         if result.best["epoch"] == epoch:
             result.snapshot_best()
+            self.val_losses_at_best = self.val_losses
         if on_epoch is not None:
             on_epoch(row)
         if self.watch_stall(experiment, result, epoch):

@@ -27,7 +27,8 @@ SMALL = (
 LESS = (
     "strategy=less_vfl noise.ratio=1.0 strategy.pretrain_epochs=10 strategy.party.lam=0.5 "
     "strategy.party.epochs=30 strategy.server.epochs=30 strategy.server.lam=0.1 "
-    "strategy.party.path_points=0"  # the paper's stage 3: one fixed lambda
+    "strategy.party.path_points=0 "  # the paper's stage 3: one fixed lambda
+    "strategy.select=null"  # the paper: VFL continues on stage 3's selection
 )
 
 
@@ -140,7 +141,7 @@ def test_local_lasso_uploads_no_embedding_and_keeps_every_component(tmp_path):
     cfg = compose_config(
         f"{SMALL} strategy=local_lasso noise.ratio=1.0 training.epochs=4 "
         "strategy.pretrain_epochs=2 strategy.party.epochs=5 strategy.party.lam=3.0 "
-        "strategy.party.path_points=0"
+        "strategy.party.path_points=0 strategy.select=null"
     )
     summary = run_local(cfg, tmp_path)
     assert summary["extra"]["components_kept"] == [16, 16, 16]
@@ -149,6 +150,31 @@ def test_local_lasso_uploads_no_embedding_and_keeps_every_component(tmp_path):
     assert stage2["bytes_up"] < summary["samples"]["train"] * 4  # not one embedding column
     assert summary["communication"]["phases"]["stage3"]["messages_up"] == 0
     assert summary["selection"]["selected_features"] < 18
+
+
+def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path):
+    """The defaults: pre-training until validation stops improving, stage 3's path scores
+    every feature (one float each travels), the kept count is chosen on validation over
+    them, and the real columns outrank the noise."""
+    cfg = compose_config(
+        f"{SMALL} strategy=local_lasso noise.ratio=1.0 training.epochs=12 "
+        "strategy.party.epochs=8 strategy.select.max_epochs=4 strategy.select.refit_patience=1"
+    )
+    summary = run_local(cfg, tmp_path)
+    extra = summary["extra"]
+    assert 2 <= extra["selection_epoch"] < 12  # stopped by validation, not the budget
+    scores = [np.asarray(p["scores"]) for p in extra["stage3"]["parties"]]
+    assert [len(s) for s in scores] == [6, 6, 6]
+    spurious = [np.isin(np.arange(6), p["spurious"]) for p in summary["parties"]]
+    real = np.concatenate([s[~f] for s, f in zip(scores, spurious, strict=True)])
+    noise = np.concatenate([s[f] for s, f in zip(scores, spurious, strict=True)])
+    assert np.median(real) > np.max(noise)
+    tried = [c["k"] for c in extra["count_choice"]["tried"]]
+    assert tried[:5] == [18, 9, 4, 2, 1]
+    assert extra["count_choice"]["refit"]["k"] == extra["count_choice"]["chosen"]
+    assert summary["selection"]["selected_features"] == extra["count_choice"]["chosen"]
+    assert summary["selection"]["spurious_removed"] >= 0.8
+    assert summary["test_metric"] > 0.85
 
 
 def test_group_lasso_applies_the_prox_every_step_then_prunes(tmp_path):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
-from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings_path
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings_path, leave_scores
 from vflfs.ml.prox import nonzero_columns
 
 
@@ -32,3 +33,16 @@ def test_local_path_without_components_keeps_nothing():
     p = ProxSGD(lam=1.0, lr=0.05, prox_lr=0.01, epochs=4, batch_size=10, seed=0)
     fit_embeddings_path(model, model[0], torch.randn(20, 5), torch.zeros(20, 0), p)
     assert nonzero_columns(model[0].weight).numel() == 0
+
+
+def test_leave_scores_rank_by_leaving_point_then_norm():
+    norms = [
+        np.array([2.0, 1.0, 0.5, 0.0]),
+        np.array([1.0, 0.5, 0.0, 0.0]),
+        np.array([0.2, 0.0, 0.0, 0.0]),
+    ]
+    scores = leave_scores(norms)
+    assert scores[3] == 0.0  # never non-zero
+    assert scores[0] > scores[1] > scores[2] > scores[3]  # leaves later: ranks higher
+    same = leave_scores([np.array([0.3, 0.9])])  # same leaving point: the larger norm first
+    assert same[1] > same[0] and np.all((same > 1) & (same < 2))

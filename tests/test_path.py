@@ -7,7 +7,8 @@ import pytest
 
 from vflfs.strategies import STRATEGIES, VFL
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.path_choice import candidates, choose_refit
+from vflfs.strategies.path_choice import candidates, choose_refit, next_probe
+from vflfs.strategies.path_progress import Ranking
 from vflfs.strategies.stall import stalled
 
 from helpers import run_local, tiny_config
@@ -75,6 +76,46 @@ def test_the_refit_choice_is_the_sparsest_refit_within_the_tolerance():
         PathSettings.from_cfg({"refit_candidates": 0})
 
 
+def test_the_refit_choice_rejects_a_model_the_paired_losses_find_worse():
+    rng = np.random.default_rng(0)
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    base = rng.exponential(0.4, 400)
+    noise = lambda: rng.normal(0, 0.05, 400)  # noqa: E731
+    # c's accuracy is within the slack, but every row's loss is higher: it misses a feature
+    losses = [base, base + noise(), base + 0.03 + noise()]
+    scores = [(a, 0.90), (b, 0.89), (c, 0.89)]
+    assert choose_refit(scores, 0.02) == 2  # accuracy alone cannot tell
+    assert choose_refit(scores, 0.02, losses) == 1
+    # without every model's losses (e.g. an older checkpoint) the accuracy rule stands
+    assert choose_refit(scores, 0.02, [base, None, base]) == 2
+
+
+def test_probes_halve_the_gap_below_the_winner_then_above_it():
+    path = [50, 33, 8, 5]
+    # 8 lost to 33: try between them
+    assert next_probe([50, 33, 8], 1, path) == 16
+    # 8 won and nothing sparser was refit: toward the next sparser path point first
+    assert next_probe([50, 8], 1, path) == 6
+    # ... 6 lost: between them; 7 lost too: the gap above, to 16, then the gaps are closed
+    assert next_probe([50, 8, 16, 6], 1, path) == 7
+    assert next_probe([50, 8, 16, 6, 7], 1, path) == 11
+    assert next_probe([50, 8, 16, 6, 7, 11], 1, path) is None
+    # the dense model won over 8: between them, never above it
+    assert next_probe([50, 8], 0, path) == 20
+    assert next_probe([50], 0, [50]) is None
+
+
+def test_the_ranking_orders_by_last_point_kept_then_importance():
+    ranking = Ranking()
+    ranking.update(0, [[0, 1, 2], [0, 1]], [[0], [0]], [[1, 1, 1], [1, 1]])
+    ranking.update(1, [[0, 2], [1]], [[0], [0]], [[0.9, 0.0, 0.2], [0.0, 0.5]])
+    ranking.update(2, [[0], []], [[0], []], [[0.8, 0.0, 0.0], [0.0, 0.0]])
+    assert ranking.top(1) == [[0], []]
+    assert ranking.top(2) == [[0], [1]]  # kept to point 1, importance 0.5 > 0.2
+    assert ranking.top(3) == [[0, 2], [1]]
+    assert ranking.top(5) == [[0, 1, 2], [0, 1]]
+
+
 def test_a_party_without_components_selects_nothing():
     p = PathPoint(0, 0.0, 0, 0.5, 0.0, selected=[[0, 1], [2]], components=[[0], []], mb=0)
     assert p.kept == 2 and p.row()["per_party"] == [2, 0]
@@ -120,13 +161,15 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     ]
     one_se = choose(points, choice["tolerance"], None)
     refits = choice["refits"]
-    assert one_se.point == 0 or one_se.point in [r["point"] for r in refits]
-    assert [r["kept"] for r in refits] == sorted((r["kept"] for r in refits), reverse=True)
+    assert one_se.point == 0 or one_se.point in [r["point"] for r in refits if not r["top_k"]]
+    candidates = [r["kept"] for r in refits if not r["top_k"]]
+    assert candidates == sorted(candidates, reverse=True)  # the probes follow them
     # the dense model competes with its warm-up score, without a refit
-    scored = [{"point": 0, "kept": path[0]["kept"], "val_metric": path[0]["val_metric"]}]
-    scored += refits
+    dense = {"point": 0, "kept": path[0]["kept"], "val_metric": path[0]["val_metric"]}
+    scored = [{**dense, "good": choice["dense_good"]}, *refits]
     top = max(r["val_metric"] for r in scored)
-    good = [r for r in scored if r["val_metric"] >= top - choice["tolerance"]]
+    good = [r for r in scored if r["good"]]
+    assert good and all(r["val_metric"] >= top - choice["tolerance"] for r in good)
     assert choice["point"] == min(good, key=lambda r: r["kept"])["point"]
     assert ("fallback" in choice) == (choice["point"] == 0)
     chosen = path[choice["point"]]
@@ -138,7 +181,9 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     order = [line.split(",")[column] for line in stages[1:]]
     assert order[0] == "warmup" and order[-1] == "refit" and "path" in order
     assert summary["best_epoch"] > chosen["epoch"]  # the reported model is the refit's
-    if "fallback" not in choice:
+    if choice["top_k"]:  # a probe of the ranking won
+        assert summary["selection"]["selected_features"] == choice["top_k"]
+    elif "fallback" not in choice:
         assert summary["selection"]["selected_features"] == chosen["kept"]
         assert [p["selected"] for p in summary["selection"]["per_party"]] == chosen["per_party"]
 
@@ -179,3 +224,17 @@ def test_a_budget_caps_the_refit(tmp_path):
     summary = run_local(cfg, tmp_path)
     assert summary["selection"]["selected_features"] <= 3
     assert summary["selection"]["selected_features"] >= 1
+
+
+def test_every_input_gate_weighs_the_same_whatever_the_split():
+    from types import SimpleNamespace
+
+    from vflfs.strategies.stg import input_share
+
+    experiment = SimpleNamespace(columns=[np.arange(40), np.arange(60), np.arange(100)])
+    shares = [input_share(experiment, m, {"reduce": "mean"}) for m in range(3)]
+    # lambda x share / d_m is the same for each party's gates
+    assert np.allclose([s / n for s, n in zip(shares, (40, 60, 100), strict=True)], 3 / 200)
+    assert input_share(experiment, 0, {"reduce": "sum"}) == 1.0
+    even = SimpleNamespace(columns=[np.arange(50)] * 4)
+    assert input_share(even, 2, {"reduce": "mean"}) == 1.0

@@ -111,15 +111,17 @@ def stg_reference(tmp_path_factory) -> tuple[dict, object]:
 
 
 # Where the run stops: the stage and which of its epochs. Mid-path: after the first point (its
-# points so far, its penalty); in the refits: the first's, then the second's (one score kept).
-STOPS = [("warmup", 1), ("path", 5), ("refit", 1), ("refit", 3)]
+# points so far, its penalty); in the refits: the first's, then the last's: a probe of the
+# path's ranking, added once the two candidates were refit (their scores and losses kept).
+STOPS = [("warmup", 1), ("path", 5), ("refit", 1), ("refit", -2)]
 
 
 @pytest.mark.parametrize(("stage", "index"), STOPS)
 def test_stg_path_resumes_in_every_stage(tmp_path, monkeypatch, stg_reference, stage, index):
     reference, ref_dir = stg_reference
     assert reference["selection"]["selected_features"] < 40  # the refits keep fewer
-    assert len(reference["extra"]["path_choice"]["refits"]) == 2
+    refits = reference["extra"]["path_choice"]["refits"]
+    assert len(refits) == 3 and refits[-1]["top_k"]  # two candidates, then a probe
     epochs = [r["epoch"] for r in reference_history(ref_dir) if r["stage"] == stage]
     out = tmp_path / "run"
     stopped_run(tiny_config(STG), out, epochs[index], monkeypatch)
