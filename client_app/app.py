@@ -2,7 +2,8 @@
 
 Each action's handler is imported on its first message (:func:`~.registry.registered`): in
 deployment every message runs in a fresh process, which then loads only that operation's
-code and libraries.
+code and libraries. A request the server sends again after an outage, which this party has
+applied already, gets the reply it gave then (:mod:`.replay`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from vflfs.federation.payload import decode, encode, encode_error
-from vflfs.protocol import OPERATIONS, Operation
+from vflfs.protocol import OPERATIONS, Delivery, Operation
 
+from . import replay
 from .errors import report_failure
 from .registry import registered
 
@@ -22,7 +24,11 @@ def _handler(operation: Operation):
         from .session import Session
 
         session = Session(context)
+        delivery = Delivery.parse(msg.metadata.group_id)
         try:
+            kept = replay.kept_reply(context, delivery, operation.name)
+            if kept is not None:  # a request sent again after an outage: applied already
+                return Message(kept, reply_to=msg)
             op = registered(operation)
             request = operation.request.from_payload(decode(msg.content))
             reply = op.fn(session, request)
@@ -32,7 +38,9 @@ def _handler(operation: Operation):
                     f"{operation.reply.__name__}"
                 )
             session.save()
-            return Message(encode(reply.to_payload()), reply_to=msg)
+            content = encode(reply.to_payload())
+            replay.keep(context, delivery, operation.name, content)
+            return Message(content, reply_to=msg)
         except Exception as error:  # noqa: BLE001 - reported to the server, which raises
             session.discard()
             report = report_failure(context, operation.name, error)

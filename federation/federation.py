@@ -4,11 +4,17 @@ Strategies call :meth:`Federation.broadcast` and :meth:`Federation.send` with an
 :mod:`vflfs.protocol` and its typed requests, get its typed replies, and never build Flower
 messages themselves. The federation runs over any Flower ``Grid``:
 the simulation engine's, the deployment engine's, or :class:`~vflfs.federation.LocalGrid`.
+
+Every request carries its :class:`~vflfs.protocol.Delivery` (this federation's session and the
+exchange's step number). A request Flower reports lost (its party's node unavailable, the
+message or reply expired) is sent again once the node is back, for up to ``outage_timeout``
+seconds (:mod:`.outage`); a party that applied it already answers with the reply it kept.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from itertools import count
 from typing import TypeVar
@@ -16,8 +22,9 @@ from typing import TypeVar
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
-from vflfs.protocol import INFO, Body, InfoReply, Operation, ProtocolError
+from vflfs.protocol import INFO, Body, Delivery, InfoReply, Operation, ProtocolError
 
+from .outage import LOST_STATE, Outages, log, lost
 from .payload import decode, decode_error, encode
 from .traffic import DOWN, UP, Traffic
 
@@ -51,17 +58,20 @@ class Federation:
         connect_timeout: float = 120.0,
         poll_interval: float = 0.001,
         observers: list[Observer] | None = None,
+        outage_timeout: float = 180.0,
     ) -> None:
         self.grid = grid
         self.num_parties = num_parties
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.poll_interval = poll_interval
+        self.outage_timeout = outage_timeout
         self.observers = list(observers or [])
         self.traffic = Traffic()
         self.node_ids: list[int] = []
         self.party_info: list[InfoReply] = []
-        self._group = count()
+        self._session = uuid.uuid4().hex[:12]  # this federation's requests, for the parties
+        self._step = count()
 
     # -- connection -------------------------------------------------------------------------
     def connect(self) -> list[InfoReply]:
@@ -126,33 +136,37 @@ class Federation:
     def _exchange(
         self, operation: Operation[Req, Rep], nodes: Mapping[int, int], requests: Mapping[int, Req]
     ) -> dict[int, Rep]:
-        group = str(next(self._group))
-        sent: dict[str, int] = {}
-        messages = []
+        delivery = Delivery(self._session, next(self._step))
+        outgoing: dict[int, Message] = {}
         for party, node in nodes.items():
             content = encode(requests[party].to_payload())
-            message = Message(
-                content, dst_node_id=node, message_type=operation.name, group_id=group
+            outgoing[party] = Message(
+                content, dst_node_id=node, message_type=operation.name, group_id=delivery.group_id
             )
-            self.traffic.record(message, DOWN)
+            self.traffic.record(outgoing[party], DOWN)
             self._notify(DOWN, party, operation.name, content)
-            messages.append((party, message))
-        for (party, _), mid in zip(
-            messages, self.grid.push_messages([m for _, m in messages]), strict=True
-        ):
-            sent[mid] = party
-        replies = self._gather(operation, sent)
+        sent = dict(zip(self.grid.push_messages(list(outgoing.values())), outgoing, strict=True))
+        replies = self._gather(operation, sent, outgoing)
         self.traffic.round_trips[self.traffic.phase] += 1
         return replies
 
-    def _gather(self, operation: Operation[Req, Rep], sent: dict[str, int]) -> dict[int, Rep]:
+    def _gather(
+        self, operation: Operation[Req, Rep], sent: dict[str, int], outgoing: dict[int, Message]
+    ) -> dict[int, Rep]:
         waiting = dict(sent)
         replies: dict[int, Rep] = {}
+        outages = Outages(self.outage_timeout)
         deadline = time.monotonic() + self.timeout
         while waiting:
             for reply in self.grid.pull_messages(list(waiting)):
                 party = waiting.pop(reply.metadata.reply_to_message_id)
+                if outages.enabled() and lost(reply):
+                    again = self._send_again(operation, party, outgoing[party], reply, outages)
+                    waiting[again] = party
+                    deadline = time.monotonic() + self.timeout
+                    continue
                 replies[party] = self._unpack(party, operation, reply)
+                outages.ended(party)
             if waiting:
                 if time.monotonic() > deadline:
                     missing = ", ".join(f"party {p}" for p in sorted(waiting.values()))
@@ -165,6 +179,75 @@ class Federation:
                 time.sleep(self.poll_interval)
         return {party: replies[party] for party in sorted(replies)}  # party order, not arrival
 
+    def _send_again(
+        self, operation: Operation, party: int, message: Message, reply: Message, outages: Outages
+    ) -> str:
+        """Send ``message`` again once its node is online (Flower reported it lost in
+        ``reply``); its new message id. Past ``outage_timeout`` the run ends."""
+        if outages.resent(party):
+            time.sleep(outages.pause)  # lost again: not in a tight loop
+        else:
+            log.warning(
+                "party %d: %r was lost (Flower error %d: %s); sending it again once its node is "
+                "back (federation.outage_timeout=%.0f s)",
+                party, operation.name, reply.error.code, reply.error.reason, outages.timeout,
+            )  # fmt: skip
+        outages.begin(party)
+        node = message.metadata.dst_node_id
+        while outages.expired(party) or node not in set(self.grid.get_node_ids()):
+            if outages.expired(party):
+                raise PartyError(
+                    party,
+                    operation,
+                    f"it was unreachable for more than {outages.timeout:.0f} s "
+                    f"(federation.outage_timeout; Flower error {reply.error.code}: "
+                    f"{reply.error.reason})",
+                )
+            if (new := self._newcomer(party, outages.probed)) is not None:
+                raise PartyError(
+                    party,
+                    operation,
+                    f"its SuperNode came back as a new node ({new}), without the party's state "
+                    "(a restarted SuperNode without SuperNode authentication registers anew)",
+                )
+            time.sleep(outages.pause)
+        again = Message(
+            message.content,
+            dst_node_id=node,
+            message_type=message.metadata.message_type,
+            group_id=message.metadata.group_id,
+        )
+        self.traffic.record(again, DOWN)
+        (mid,) = self.grid.push_messages([again])
+        return mid
+
+    def _newcomer(self, party: int, probed: set[int]) -> int | None:
+        """A node that joined after :meth:`connect` and reports ``party``'s partition, or None.
+        Each new node is asked once (``query.info``); the answer only ends the run, so it
+        needs no identity proof."""
+        if not self.node_ids:
+            return None  # still connecting
+        for node in set(self.grid.get_node_ids()) - set(self.node_ids) - probed:
+            probed.add(node)
+            request = Message(
+                encode(INFO.request().to_payload()),
+                dst_node_id=node,
+                message_type=INFO.name,
+                group_id=Delivery(self._session, next(self._step)).group_id,
+            )
+            (mid,) = self.grid.push_messages([request])
+            deadline = time.monotonic() + min(self.timeout, 60.0)
+            while not (replies := list(self.grid.pull_messages([mid]))):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(self.poll_interval)
+            for reply in replies:
+                if not reply.has_error() and decode_error(reply.content) is None:
+                    info = INFO.reply.from_payload(decode(reply.content))
+                    if int(info.partition_id) == party:
+                        return node
+        return None
+
     def _unpack(self, party: int, operation: Operation[Req, Rep], reply: Message) -> Rep:
         if reply.has_error():
             raise PartyError(
@@ -173,6 +256,13 @@ class Federation:
         self.traffic.record(reply, UP, dict(operation.reply_phases))
         self._notify(UP, party, operation.name, reply.content)
         error = decode_error(reply.content)
+        if error is not None and error.type == LOST_STATE:
+            raise PartyError(
+                party,
+                operation,
+                f"{error.type}: {error.message}; a SuperNode that restarted during the run has "
+                "lost its party's state (Flower keeps it in that process's memory)",
+            )
         if error is not None:
             raise PartyError(party, operation, f"{error.type}: {error.message}")
         try:

@@ -28,6 +28,7 @@ from .core import (
     StepReply,
     StepRequest,
 )
+from .delivery import Delivery
 from .failure import Failure
 from .identity import IDENTIFY, IdentifyReply, IdentifyRequest
 from .lasso import (
@@ -110,6 +111,7 @@ __all__ = [
     "BackwardRequest",
     "BatchPlan",
     "Body",
+    "Delivery",
     "EVALUATION",
     "Empty",
     "FSTAT_COMBINE",

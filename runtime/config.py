@@ -50,6 +50,7 @@ NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
     "training.lr": (float, 0, False, False),
     "federation.timeout": (float, 0, False, False),
     "federation.connect_timeout": (float, 0, False, False),
+    "federation.outage_timeout": (float, 0, True, False),
     "federation.poll_interval": (float, 0, True, False),
     "deployment.superlink_timeout": (float, 0, False, True),
 }

@@ -80,8 +80,11 @@ def write_results(out_dir: Path, results: dict) -> None:
     write_atomic(out_dir / RESULTS, json.dumps(results, indent=2, default=_jsonable))
 
 
-def write_error(out_dir: Path, error: BaseException) -> None:
-    write_atomic(out_dir / ERROR, f"{type(error).__name__}: {error}\n")
+def write_error(out_dir: Path, error: BaseException, note: str = "") -> None:
+    """``error.txt``: the error, then ``note`` (what to do next) on a line of its own."""
+    write_atomic(
+        out_dir / ERROR, f"{type(error).__name__}: {error}\n" + (f"{note}\n" if note else "")
+    )
 
 
 def is_complete(out_dir: Path) -> bool:

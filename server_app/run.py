@@ -12,7 +12,7 @@ from flwr.serverapp import Grid
 from omegaconf import DictConfig, OmegaConf
 
 from vflfs.datasets.alignment import METHOD
-from vflfs.federation import Federation, Observer
+from vflfs.federation import Federation, Observer, PartyError
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
 from vflfs.strategies import RunResult, Strategy, make_strategy
@@ -69,6 +69,7 @@ def run_experiment(
             connect_timeout=float(f.connect_timeout),
             poll_interval=poll_interval(grid, cfg),
             observers=observers,
+            outage_timeout=float(f.get("outage_timeout", 0)),
         )
         checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
         files.write_config(out_dir, cfg)
@@ -95,8 +96,20 @@ def run_experiment(
         completed(out_dir)  # its checkpoint and the parties' saved states are of no more use
         return summary
     except BaseException as error:
-        files.write_error(out_dir, error)
+        files.write_error(out_dir, error, resume_note(out_dir, error))
         raise
+
+
+def resume_note(out_dir: Path, error: BaseException) -> str:
+    """How to continue a run that a party's failure or outage ended after a checkpoint."""
+    if not isinstance(error, PartyError) or not (out_dir / files.CHECKPOINT).exists():
+        return ""
+    note = (
+        f"The run's last checkpoint is in {out_dir}: the same run with resume=true continues it "
+        "from there (each party loads its saved state from its state-dir)."
+    )
+    log.error(note)
+    return note
 
 
 def poll_interval(grid: Grid, cfg: DictConfig) -> float:

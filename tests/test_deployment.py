@@ -6,8 +6,10 @@ SuperNodes each naming its own party file in its node config) serves these tests
 training on per-party files equals the in-process run of the original dataset; a SuperNode with
 an unregistered key is refused. Heavier (``-m heavy``): FedSDG-FS with its secure Gini phase
 equals the in-process run; a SuperNode killed mid-run ends the run with an error naming its
-party and no result files (on a stack of its own, since it kills a node). Each stack's teardown
-checks that every process it started is gone.
+party and no result files (on a stack of its own, since it kills a node). Longer
+(``-m extended``): a SuperNode paused past its heartbeats, its request reported lost by Flower,
+is sent the request again once it is back, and the run completes as the in-process one. Each
+stack's teardown checks that every process it started is gone.
 """
 
 from __future__ import annotations
@@ -100,7 +102,10 @@ def test_a_supernode_with_an_unregistered_key_is_refused(deployment, tmp_path):
 def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_files, tmp_path):
     stack = own_deployment  # killing a node would break the shared stack
     out = tmp_path / "out"
-    extra = "training.epochs=40 training.local_steps=1 federation.timeout=60"
+    extra = (
+        "training.epochs=40 training.local_steps=1 federation.timeout=60 "
+        "federation.outage_timeout=20"
+    )
     victim = stack.supernodes[1]
     steps_before = victim.log().count("Receiving: train.step")
     run = stack.run_app(".", run_config=run_config(party_files, out, extra), stream=False, cwd=REPO)
@@ -117,3 +122,33 @@ def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_
     assert "party 1 failed in 'train.step'" in error, error
     # No result files, not even half-written ones (results are written atomically, last).
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "error.txt"]
+
+
+@pytest.mark.extended
+def test_a_supernode_paused_past_its_heartbeats_is_sent_its_request_again(
+    own_deployment, party_files, tmp_path
+):
+    """SIGSTOP for longer than Flower's heartbeat patience (2 x 30 s): the SuperLink reports the
+    pending step lost (Node Unavailable); after SIGCONT the server sends it again and the run
+    completes with the in-process run's step losses."""
+    stack = own_deployment
+    out = tmp_path / "out"
+    extra = "training.epochs=4 training.patience=null"
+    victim = stack.supernodes[1]
+    steps_before = victim.log().count("Receiving: train.step")
+    run = stack.run_app(".", run_config=run_config(party_files, out, extra), stream=False, cwd=REPO)
+    assert run.run_id is not None, run.output
+    deadline = time.monotonic() + 300
+    while victim.log().count("Receiving: train.step") < steps_before + 2:  # training is on
+        assert time.monotonic() < deadline, victim.log()
+        time.sleep(0.5)
+    os.killpg(victim.proc.pid, signal.SIGSTOP)
+    time.sleep(75)
+    os.killpg(victim.proc.pid, signal.SIGCONT)
+    status = stack.wait_run_finished(run.run_id, timeout=400)
+    assert status["status"] == "finished:completed", (status, (out / "error.txt").read_text())
+    results = json.loads((out / "results.json").read_text())
+    local = run_local(compose_config(f"{TINY} {extra}"), tmp_path / "local")
+    np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
+    training = results["communication"]["phases"]["training"]
+    assert training["messages_down"] > local["communication"]["phases"]["training"]["messages_down"]
