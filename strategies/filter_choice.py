@@ -93,12 +93,15 @@ def bisect(
     tried: list[Candidate], chosen: Candidate, slack: float, attempt: Callable[[int], Candidate]
 ) -> None:
     """Try the counts between ``chosen`` and the next smaller count tried (which fell short),
-    halving the interval: a count within ``slack`` of the best so far becomes its upper end."""
+    halving the interval: a good count (:func:`good_scores` among those tried so far) becomes
+    its upper end."""
     below = [c.k for c in tried if c.k < chosen.k]
     lo, hi = (max(below) if below else 0), chosen.k
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        good = attempt(mid).val_metric >= max(c.val_metric for c in tried) - slack
+        attempt(mid)
+        metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
+        good = len(tried) - 1 in good_scores(metrics, slack, losses)
         lo, hi = (lo, mid) if good else (mid, hi)
 
 
