@@ -60,8 +60,8 @@ def test_the_defaults_protocol_has_no_setting_per_dataset(strategy):
 def test_choice_is_the_best_validation_epoch_within_the_cap(tmp_path):
     for lam in (0.01, 0.5):
         cfg = tiny_config(
-            f"strategy=stg strategy.lambda_input={lam} training.epochs=4 "
-            "training.patience=null split=random split.num_parties=2"
+            f"strategy=stg strategy.lambda_input={lam} strategy.path.enabled=false "
+            "training.epochs=4 training.patience=null split=random split.num_parties=2"
         )
         run_local(cfg, tmp_path / f"lam={lam}")
     caps = epoch_caps(["2"])
