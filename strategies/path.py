@@ -280,10 +280,10 @@ class PathStrategy(VFL):
         on_epoch: EpochCallback | None,
         progress: PathProgress,
     ) -> None:
-        """Refit the candidate points (:func:`candidates`) and keep the sparsest model whose
-        validation score is within the slack of the best (:func:`choose_refit`); the dense
-        model competes with its warm-up score and wins only if every refit falls short of it
-        by more than the slack (the run then warns).
+        """Refit the candidate points (:func:`candidates`), then the probes of the path's
+        ranking (:meth:`PathProgress.add_probe`), and keep the sparsest good model
+        (:func:`choose_refit`: its validation score and per-sample losses measured against
+        the best); the dense model competes with its warm-up score (the run warns if it wins).
 
         Each model's epochs, selection and feature importance are recorded as it finishes, so
         the winner is reported wherever it came in the order (the parties hold the last one).
