@@ -98,6 +98,18 @@ def test_a_supernode_with_an_unregistered_key_is_refused(deployment, tmp_path):
     assert "Failed to activate SuperNode" in stranger.log()
 
 
+def run_until_training(stack, victim, config: str):
+    """Submit the app and return its run once ``victim`` has received two training steps."""
+    steps_before = victim.log().count("Receiving: train.step")
+    run = stack.run_app(".", run_config=config, stream=False, cwd=REPO)
+    assert run.run_id is not None, run.output
+    deadline = time.monotonic() + 300
+    while victim.log().count("Receiving: train.step") < steps_before + 2:  # training is on
+        assert time.monotonic() < deadline, victim.log()
+        time.sleep(0.5)
+    return run
+
+
 @pytest.mark.heavy
 def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_files, tmp_path):
     stack = own_deployment  # killing a node would break the shared stack
@@ -107,13 +119,7 @@ def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_
         "federation.outage_timeout=20"
     )
     victim = stack.supernodes[1]
-    steps_before = victim.log().count("Receiving: train.step")
-    run = stack.run_app(".", run_config=run_config(party_files, out, extra), stream=False, cwd=REPO)
-    assert run.run_id is not None, run.output
-    deadline = time.monotonic() + 300
-    while victim.log().count("Receiving: train.step") < steps_before + 2:  # training is on
-        assert time.monotonic() < deadline, victim.log()
-        time.sleep(1)
+    run = run_until_training(stack, victim, run_config(party_files, out, extra))
     os.killpg(victim.proc.pid, signal.SIGKILL)
     status = stack.wait_run_finished(run.run_id, timeout=240)
     assert status["status"] == "finished:failed", status
@@ -135,13 +141,7 @@ def test_a_supernode_paused_past_its_heartbeats_is_sent_its_request_again(
     out = tmp_path / "out"
     extra = "training.epochs=4 training.patience=null"
     victim = stack.supernodes[1]
-    steps_before = victim.log().count("Receiving: train.step")
-    run = stack.run_app(".", run_config=run_config(party_files, out, extra), stream=False, cwd=REPO)
-    assert run.run_id is not None, run.output
-    deadline = time.monotonic() + 300
-    while victim.log().count("Receiving: train.step") < steps_before + 2:  # training is on
-        assert time.monotonic() < deadline, victim.log()
-        time.sleep(0.5)
+    run = run_until_training(stack, victim, run_config(party_files, out, extra))
     os.killpg(victim.proc.pid, signal.SIGSTOP)
     time.sleep(75)
     os.killpg(victim.proc.pid, signal.SIGCONT)
