@@ -60,6 +60,11 @@ def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_file
     np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
     assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
 
+    # Where the stack has the Fleet proxy, the parties' replies went through it.
+    if deployment.fleet_proxy is not None:
+        log = (deployment.workdir / "fleet-proxy" / "access.log").read_text()
+        assert '"POST /v1/fleet/push-messages HTTP/1.1" 200' in log
+
     # Everything went over TLS: the CLI trusts the test CA, plain HTTP gets no answer.
     assert "root-certificates" in (deployment.home / "config.toml").read_text()
     assert "insecure" not in (deployment.home / "config.toml").read_text()
