@@ -97,7 +97,9 @@ http {
 
     upstream superlink {
         server $superlink;
+        # Reused connections, closed before the SuperLink's server (uvicorn, 5 s) closes them.
         keepalive 8;
+        keepalive_timeout 4s;
     }
 
     server {

@@ -26,7 +26,7 @@ def proxied(deployment):
     return deployment
 
 
-def status(stack, method: str, path: str, body: bytes = b"") -> int:
+def status(stack, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> int:
     """The HTTP status of ``method path`` at the proxy, over verified TLS."""
     context = ssl.create_default_context(cafile=stack.tls.ca)
     opener = urllib.request.build_opener(
@@ -35,7 +35,8 @@ def status(stack, method: str, path: str, body: bytes = b"") -> int:
     url = f"https://{stack.fleet_address}{path}"
     data = body if method == "POST" else None
     try:
-        with opener.open(urllib.request.Request(url, data=data, method=method), timeout=30) as r:
+        request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+        with opener.open(request, timeout=30) as r:
             return r.status
     except urllib.error.HTTPError as error:
         return error.code
@@ -61,7 +62,8 @@ def test_the_proxy_serves_parties_the_fleet_api_only(proxied):
     # protobuf request), and the SuperNodes' own calls went through the proxy.
     assert status(proxied, "POST", "/v1/fleet/pull-messages") not in (403, 502)
     # Bodies of any size pass (arrays travel in 5 MB chunks; the FAB may reach 10 MB).
-    big = status(proxied, "POST", "/v1/fleet/push-object", b"\0" * (12 << 20))
+    protobuf = {"Content-Type": "application/protobuf"}  # so that the SuperLink reads it all
+    big = status(proxied, "POST", "/v1/fleet/push-object", b"\0" * (12 << 20), protobuf)
     assert big not in (403, 413, 502), big
     log = (proxied.workdir / "fleet-proxy" / "access.log").read_text()
     assert log.count('"POST /v1/fleet/activate-node HTTP/1.1" 200') >= 2, log
