@@ -2,7 +2,8 @@
 
 The session's shared stack (``conftest.deployment``: one HTTPS SuperLink with
 ``--enable-supernode-auth`` and the test CA of ``deploy/make_certs.sh``, two registered
-SuperNodes each naming its own party file in its node config) serves these tests. A short
+SuperNodes each naming its own party file in its node config, connected through the Fleet
+proxy of ``deploy/fleet_proxy.sh`` where nginx is installed) serves these tests. A short
 training on per-party files equals the in-process run of the original dataset; a SuperNode with
 an unregistered key is refused. Heavier (``-m heavy``): FedSDG-FS with its secure Gini phase
 equals the in-process run; a SuperNode killed mid-run ends the run with an error naming its
