@@ -87,6 +87,16 @@ def write_error(out_dir: Path, error: BaseException, note: str = "") -> None:
     )
 
 
+def resume_hint(out_dir: Path) -> str:
+    """What to do next when a run ended after a checkpoint ("" when it left none)."""
+    if not (Path(out_dir) / CHECKPOINT).exists():
+        return ""
+    return (
+        f"The run's last checkpoint is in {out_dir}: the same run with resume=true continues it "
+        "from there (each party loads its saved state from its state-dir)."
+    )
+
+
 def is_complete(out_dir: Path) -> bool:
     """Whether ``out_dir`` holds a completed run (a readable ``results.json``)."""
     try:

@@ -7,7 +7,8 @@ submits the run with ``flwr run`` (the same arguments), streams the run's log (`
 follows its status (``flwr ls``) and exits with :data:`EXIT_CODES`' code for the status it ends
 with, so that scripts and schedulers see a failure. When the run ends without results and the
 run's ``output-dir`` is a folder on this machine that holds no ``error.txt``, it writes one with
-the status and Flower's details (a lost SuperLink included).
+the status and Flower's details (a lost SuperLink included), and, when the run left a
+checkpoint, that ``resume=true`` continues it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import click
 from flwr.common.config import parse_config_args
 
-from .results import ERROR, RESULTS, write_atomic
+from .results import ERROR, RESULTS, resume_hint, write_atomic
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1  # finished:failed (the ServerApp raised, a party failed, a bad config...)
@@ -189,7 +190,10 @@ def conclude(run_id: int, status: dict | None, out: Path | None, lost_after: flo
         text = f"{name}: {details}" if details else name
     print(f"vflfs submit: run {run_id} {text} (exit {code})", file=sys.stderr)
     if code != EXIT_COMPLETED and out is not None and _no_outcome(out):
-        write_atomic(out / ERROR, f"RunEnded: run {run_id} {text}\n")
+        note = resume_hint(out)
+        write_atomic(
+            out / ERROR, f"RunEnded: run {run_id} {text}\n" + (f"{note}\n" if note else "")
+        )
         print(f"vflfs submit: wrote {out / ERROR}", file=sys.stderr)
     return code
 

@@ -5,7 +5,8 @@ monitor, or a SIGTERM), Flower runs its exit handlers and then ``sys.exit``: the
 error handling sees only a ``SystemExit``, and a process ended by Flower's force-exit timer sees
 nothing at all. :func:`watch_exit` registers a handler that runs first, before that timer
 starts, and writes ``error.txt`` unless the run has already left its outcome (``results.json``
-or ``error.txt``).
+or ``error.txt``); when the run has a checkpoint, its last line says that ``resume=true``
+continues it.
 
 A SuperLink that dies (its process killed) ends nothing by itself: the ServerApp's calls to it
 retry for ever. :class:`SuperLinkWatch` probes the SuperLink's address and, once it has refused
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vflfs.runtime.results import ERROR, RESULTS, write_error
+from vflfs.runtime.results import ERROR, RESULTS, resume_hint, write_error
 
 REASON = (
     "Flower ended the ServerApp before the run finished: its SuperLink stopped or was lost, or "
@@ -46,7 +47,7 @@ class ExitWatch:
         if (self.out_dir / RESULTS).exists() or (self.out_dir / ERROR).exists():
             return
         self.ended = True
-        write_error(self.out_dir, RunInterrupted(self.reason))
+        write_error(self.out_dir, RunInterrupted(self.reason), resume_hint(self.out_dir))
 
 
 def watch_exit(out_dir: Path) -> ExitWatch:

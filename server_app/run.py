@@ -102,13 +102,9 @@ def run_experiment(
 
 def resume_note(out_dir: Path, error: BaseException) -> str:
     """How to continue a run that a party's failure or outage ended after a checkpoint."""
-    if not isinstance(error, PartyError) or not (out_dir / files.CHECKPOINT).exists():
-        return ""
-    note = (
-        f"The run's last checkpoint is in {out_dir}: the same run with resume=true continues it "
-        "from there (each party loads its saved state from its state-dir)."
-    )
-    log.error(note)
+    note = files.resume_hint(out_dir) if isinstance(error, PartyError) else ""
+    if note:
+        log.error(note)
     return note
 
 

@@ -23,6 +23,7 @@ from vflfs.runtime.submit import (
     conclude,
     parse_submission,
 )
+from vflfs.server_app.interrupted import ExitWatch
 
 from deployment_stack import run_config, start_deployment, submit
 from flower_procs import REPO, tool
@@ -50,6 +51,23 @@ def test_the_outcome_is_written_where_the_run_left_none(tmp_path):
     assert conclude(9, status, stopped, 60) == EXIT_STOPPED
     assert (stopped / "error.txt").read_text() == "the ServerApp's own reason\n"
     assert conclude(9, {"status": "finished:completed"}, tmp_path / "absent", 60) == 0
+
+
+def test_an_ended_run_with_a_checkpoint_is_told_to_resume(tmp_path):
+    # A ServerApp process killed after a checkpoint: vflfs submit's error.txt says how to go on;
+    # a ServerApp that Flower ends (its SuperLink lost) says the same in its own error.txt.
+    killed, ended = tmp_path / "killed", tmp_path / "ended"
+    for out in (killed, ended):
+        out.mkdir()
+        (out / "checkpoint.pt").write_bytes(b"")
+    status = {"status": "finished:failed", "status-details": "No heartbeat received from the task"}
+    assert conclude(9, status, killed, 60) == EXIT_FAILED
+    lines = (killed / "error.txt").read_text().splitlines()
+    assert lines[0] == "RunEnded: run 9 finished:failed: No heartbeat received from the task"
+    assert f"checkpoint is in {killed}" in lines[1] and "resume=true" in lines[1]
+    ExitWatch(ended).on_exit()
+    lines = (ended / "error.txt").read_text().splitlines()
+    assert lines[0].startswith("RunInterrupted: ") and "resume=true" in lines[1]
 
 
 def test_a_failing_run_exits_non_zero_and_leaves_error_txt(deployment, party_files, tmp_path):
