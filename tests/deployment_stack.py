@@ -60,7 +60,7 @@ def party_keys_override(stack: FlowerStack) -> str:
 
 @contextmanager
 def start_deployment(
-    workdir: Path, files: dict, fleet_proxy: bool | None = None
+    workdir: Path, files: dict, fleet_proxy: bool | None = None, database: Path | None = None
 ) -> Iterator[FlowerStack]:
     """A TLS SuperLink with SuperNode authentication and one registered SuperNode per party
     file, each holding its identity key (``identity_keys``); on exit, checks that every
@@ -68,12 +68,14 @@ def start_deployment(
 
     With ``fleet_proxy`` (default: where nginx is installed) the SuperNodes connect through
     ``deploy/fleet_proxy.sh``; the ``flwr`` CLI (``stack.connection``) reaches the SuperLink
-    directly, as the server's operator does."""
+    directly, as the server's operator does. With ``database`` the SuperLink keeps its state
+    (registered keys, nodes, runs) in that file (``--database``), so that it can be restarted
+    (``restart_superlink``)."""
     tls = make_tls(workdir / "tls", PARTIES)
     env = {**os.environ, "VFLFS_CACHE_DIR": str(workdir / "cache")}
     stack = FlowerStack(workdir / "stack", env=env, tls=tls)
     try:
-        stack.start_superlink()
+        stack.start_superlink(args=["--database", str(database)] if database else ())
         if nginx_installed() if fleet_proxy is None else fleet_proxy:
             stack.start_fleet_proxy()
         keys = [generate_key_pair(prefix)[0] for prefix in identity_keys(stack)]
