@@ -70,24 +70,24 @@ def skip_reason(point: Point, max_gib: float) -> str:
     if size <= max_gib:
         return ""
     return (
-        f"skipped: the generated matrix is {point.rows} x {point.parties * point.cols} float32 "
+        f"the generated matrix is {point.rows} x {point.parties * point.cols} float32 "
         f"= {size:.1f} GiB, over --max-data-gib {max_gib:g} (the server's and the parties' "
         "processes each generate it, and a party keeps it beside its own view)"
     )
 
 
 def run_in_process(
-    point: Point, steps: int, folder: Path, timeout: float, party_cache: int = 0
+    point: Point, args: argparse.Namespace, folder: Path, party_cache: int = 0
 ) -> dict:
     """``python -m benchmarks.scaling_point`` for ``point``; its result, or why it failed."""
     cmd = [
         sys.executable, "-m", "benchmarks.scaling_point", "--engine", point.engine,
         "--parties", str(point.parties), "--rows", str(point.rows), "--cols", str(point.cols),
-        "--dataset", point.dataset, "--steps", str(steps), "--out", str(folder),
-        "--party-cache", str(party_cache),
+        "--dataset", point.dataset, "--steps", str(args.steps), "--out", str(folder),
+        "--party-cache", str(party_cache), "--max-train-s", str(args.max_train_s),
     ]  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
-    log = folder / "point.log"
+    log, timeout = folder / "point.log", args.point_timeout
     try:
         with log.open("w") as out:
             done = subprocess.run(
@@ -110,20 +110,35 @@ def sweep(args: argparse.Namespace, report: Callable[[str], None] = print) -> li
         folder = Path(args.out) / "points" / (point.name + (f"_cache{cache}" if cache else ""))
         kept = folder / RESULT
         old = json.loads(kept.read_text()) if kept.exists() and not args.rerun else {}
-        if not reason and old.get("steps_requested") == args.steps:
-            row = {**old, "status": "completed", "note": "reused"}
+        asked = {"steps_requested": args.steps, "max_train_s": args.max_train_s}
+        if not reason and reusable(old, asked):
+            row = {**old, "note": note(old) if old["status"] == "completed" else old["note"]}
         elif not reason:
-            done = run_in_process(point, args.steps, folder, args.point_timeout, cache)
-            row = {**row, **done}
+            row = {**row, **run_in_process(point, args, folder, cache), **asked}
             if row["status"] == "completed":
-                row["steps_requested"] = args.steps
-                kept.write_text(json.dumps(row, indent=2))
-        if row["status"] == "completed" and row.get("extrapolated"):
-            row["note"] = (row.get("note", "") + " extrapolated").strip()
+                row["note"] = note(row)
+            kept.write_text(json.dumps(row, indent=2))
         rows.append(row)
         report(f"[{i:2d}/{len(points)}] {describe(row)}")
     add_ratios(rows)
     return rows
+
+
+def reusable(old: dict, asked: dict) -> bool:
+    """Whether a point's earlier record answers this run: the same ``--steps``, and the same
+    training time limit or none."""
+    if not old or old.get("steps_requested") != asked["steps_requested"]:
+        return False
+    return old.get("max_train_s") in (None, asked["max_train_s"])
+
+
+def note(row: dict) -> str:
+    """How a completed point's epoch was obtained."""
+    if not row["extrapolated"]:
+        return "a whole epoch measured"
+    by_time = row.get("stopped_by_time")
+    why = f"{row.get('max_train_s'):g} s of training" if by_time else "--steps"
+    return f"extrapolated from {row['steps_measured']} steps (stopped by {why})"
 
 
 def describe(row: dict) -> str:
@@ -211,7 +226,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         key = f"| {r['engine']} | {r['parties']} | {r['rows']:,} | {r['cols']:,} |"
         if r["status"] != "completed":
-            lines.append(f"{key} {r['status']}: {r['note'].split(': ', 1)[-1]} |||||||")
+            lines.append(f"{key} {r['status']}: {r['note']} |||||||")
             continue
         lines.append(
             f"{key} {r['steps_per_s']:.2f} | {r['s_per_epoch']:,.1f} | {r['epoch_x']:.1f} | "
@@ -251,6 +266,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", choices=DATASETS, default="teacher")
     p.add_argument("--steps", type=int, default=50, help="training steps per point (0: epoch)")
     p.add_argument("--max-data-gib", type=float, default=0.75, help="skip larger matrices")
+    p.add_argument(
+        "--max-train-s", type=float, default=120.0, help="a point's training steps stop after"
+    )
     p.add_argument("--point-timeout", type=float, default=900.0, help="seconds per point")
     p.add_argument(
         "--party-cache",

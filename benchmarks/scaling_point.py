@@ -7,9 +7,10 @@ the CPU. The server runs the VFL strategy's own steps (:meth:`VFL.configure`,
 :meth:`VFL.exchange`, :meth:`VFL.server_steps`, the layer's evaluation) over the first
 ``steps`` batches of epoch 0, then the epoch's closing round-trip with the evaluation of the
 validation and test rows, exactly as ``run_epochs`` does for an epoch of ``steps`` batches.
-When ``steps`` is below the epoch's batch count, the epoch's seconds and bytes are the
-measured training per step times the batch count, plus the measured evaluation
-(``extrapolated`` in the result).
+Training also stops once it has taken ``max_train_s`` seconds (after at least
+:data:`MIN_STEPS` steps). When fewer steps than the epoch's batch count were measured, the
+epoch's seconds and bytes are the measured training per step times the batch count, plus the
+measured evaluation (``extrapolated`` in the result).
 
 Engines: ``local`` (the real ClientApp over :class:`~vflfs.federation.LocalGrid`, every party
 in this process, one after the other) and ``simulation`` (``flwr run`` of :data:`server` and
@@ -53,6 +54,8 @@ MB = 2**20
 RESULT = "point.json"
 PROBE_KEY = "scaling-probe-dir"  # run-config key: where the parties' memory probe writes
 BATCH = 128
+MIN_STEPS = 5
+MAX_TRAIN_S = 120.0
 DATASETS = ("teacher", "synthetic_madelon")
 ENGINES = ("local", "simulation")
 
@@ -149,9 +152,12 @@ def read_probe(folder: Path) -> dict:
 
 
 # -- the server's measurement ----------------------------------------------------------------
-def measure_epoch(grid: Grid, cfg: DictConfig, steps: int, out_dir: Path) -> dict:
-    """Set the parties up, time ``steps`` training round-trips and the epoch's closing
-    evaluation round-trip; seconds, bytes and step rate, per epoch."""
+def measure_epoch(
+    grid: Grid, cfg: DictConfig, steps: int, out_dir: Path, max_train_s: float = MAX_TRAIN_S
+) -> dict:
+    """Set the parties up, time ``steps`` training round-trips (fewer if they take over
+    ``max_train_s``) and the epoch's closing evaluation round-trip; seconds, bytes and step
+    rate, per epoch."""
     from vflfs.federation import MB as FED_MB
     from vflfs.federation import Federation
     from vflfs.ml.batches import epoch_batches
@@ -173,15 +179,19 @@ def measure_epoch(grid: Grid, cfg: DictConfig, steps: int, out_dir: Path) -> dic
         strategy.configure(federation, experiment)
     size, seed = int(cfg.training.batch_size), experiment.seed
     batches = epoch_batches(experiment.splits.train, size, seed, 0)
-    done = len(batches) if steps <= 0 else min(steps, len(batches))
+    wanted = len(batches) if steps <= 0 else min(steps, len(batches))
     grads: list[list] = [[] for _ in range(experiment.num_parties)]
     losses: list[float] = []
+    start = time.perf_counter()
     with traffic.in_phase("training"):
-        for i, rows in enumerate(batches[:done]):
+        for i, rows in enumerate(batches[:wanted]):
             plan = BatchPlan(seed, 0, size, i, 1)
             replies = strategy.exchange(federation, grads, plan, evaluate=False)
             step_losses, grads = strategy.server_steps(experiment, replies, [rows])
             losses += step_losses
+            if i + 1 >= MIN_STEPS and time.perf_counter() - start > max_train_s:
+                break
+    done = len(losses)
     with traffic.in_phase("evaluation"):
         replies = strategy.exchange(federation, grads, None, evaluate=True)
         rows = sum(len(r) for r in experiment.eval_sets().values())
@@ -194,6 +204,7 @@ def measure_epoch(grid: Grid, cfg: DictConfig, steps: int, out_dir: Path) -> dic
     return {
         "steps_per_epoch": per_epoch,
         "steps_measured": done,
+        "stopped_by_time": done < wanted,
         "extrapolated": done < per_epoch,
         "steps_per_s": done / train_s,
         "s_per_epoch": train_s / done * per_epoch + eval_s,
@@ -220,17 +231,18 @@ def serve(grid: Grid, context: Context) -> None:
     config = context.run_config
     out = Path(str(config["output-dir"]))
     cfg = OmegaConf.load(str(config["config-file"]))
-    result = measure_epoch(grid, cfg, int(config["steps"]), out)  # type: ignore[arg-type]
+    steps, max_s = int(config["steps"]), float(config["max-train-s"])
+    result = measure_epoch(grid, cfg, steps, out, max_s)  # type: ignore[arg-type]
     result["server_rss_mb"] = rss_mb()
     _write(out / "server.json", result)
 
 
-def run_local(cfg: DictConfig, steps: int, out: Path) -> dict:
+def run_local(cfg: DictConfig, steps: int, out: Path, max_train_s: float) -> dict:
     from vflfs.federation import LocalGrid
 
     probe = out / "probe"
     grid = LocalGrid(client, int(cfg.split.num_parties), run_config={PROBE_KEY: str(probe)})
-    result = measure_epoch(grid, cfg, steps, out)
+    result = measure_epoch(grid, cfg, steps, out, max_train_s)
     return {**result, "server_rss_mb": rss_mb(), **read_probe(probe)}
 
 
@@ -245,12 +257,13 @@ def app_folder(work: Path) -> Path:
         'serverapp = "vflfs.benchmarks.scaling_point:server"\n'
         'clientapp = "vflfs.benchmarks.scaling_point:client"\n\n'
         '[tool.flwr.app.config]\nconfig-file = ""\noutput-dir = ""\nsteps = 0\n'
+        "max-train-s = 120.0\n"
         f'{PROBE_KEY} = ""\n'
     )
     return folder
 
 
-def run_simulation(cfg: DictConfig, steps: int, out: Path) -> dict:
+def run_simulation(cfg: DictConfig, steps: int, out: Path, max_train_s: float) -> dict:
     from vflfs.runtime.simulation import backend_config
     from vflfs.runtime.superlink import SimulationSuperLink
 
@@ -262,6 +275,7 @@ def run_simulation(cfg: DictConfig, steps: int, out: Path) -> dict:
             "config-file": str(config_file),
             "output-dir": str(out),
             "steps": steps,
+            "max-train-s": float(max_train_s),
             PROBE_KEY: str(out / "probe"),
         }
         app = app_folder(superlink.workdir)
@@ -283,7 +297,9 @@ def set_party_cache(size: int) -> None:
     data._CACHE_SIZE = size
 
 
-def run_point(point: Point, steps: int, out: Path, party_cache: int = 0) -> dict:
+def run_point(
+    point: Point, steps: int, out: Path, party_cache: int = 0, max_train_s: float = MAX_TRAIN_S
+) -> dict:
     """Measure ``point`` in this process (and, for ``simulation``, its Flower processes);
     ``party_cache`` > 0 sets :func:`set_party_cache` first."""
     from vflfs.runtime.config import compose_config
@@ -296,7 +312,7 @@ def run_point(point: Point, steps: int, out: Path, party_cache: int = 0) -> dict
     cfg = compose_config(point.overrides())
     start = time.perf_counter()
     runner = run_local if point.engine == "local" else run_simulation
-    result = runner(cfg, steps, out)
+    result = runner(cfg, steps, out, max_train_s)
     wall = time.perf_counter() - start
     load = os.getloadavg()[0]  # the machine's load average at the end of the point
     return {
@@ -320,10 +336,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--party-cache", type=int, default=0, help="live parties per process (0: default)"
     )
+    parser.add_argument(
+        "--max-train-s", type=float, default=MAX_TRAIN_S, help="stop training steps after this"
+    )
     args = parser.parse_args(argv)
     point = Point(args.engine, args.parties, args.rows, args.cols, args.dataset)
     out = Path(args.out).absolute()
-    result = run_point(point, args.steps, out, args.party_cache)
+    result = run_point(point, args.steps, out, args.party_cache, args.max_train_s)
     (out / RESULT).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     return result
