@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scaling_point import DATASETS, ENGINES, RESULT, Point
+from .scaling_point import DATASETS, ENGINES, MAX_TRAIN_S, RESULT, Point
 
 REPO = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -50,7 +50,7 @@ COLUMNS = (
     "point_wall_s", "load_avg", "party_cache", "epoch_x", "mb_x", "rows_x", "parties_x",
     "cols_x", "note",
 )  # fmt: skip
-EXPECTED = {"rows": 1.0, "parties": 1.0, "party_memory": 0.0}
+EXPECTED = {"rows": "1", "parties": "<= 1", "party_memory": "0"}
 
 
 def plan(args: argparse.Namespace) -> list[tuple[Point, str]]:
@@ -137,7 +137,8 @@ def note(row: dict) -> str:
     if not row["extrapolated"]:
         return "a whole epoch measured"
     by_time = row.get("stopped_by_time")
-    why = f"{row.get('max_train_s'):g} s of training" if by_time else "--steps"
+    limit = row.get("max_train_s") or MAX_TRAIN_S  # a point's own default when not given
+    why = f"{limit:g} s of training" if by_time else "--steps"
     return f"extrapolated from {row['steps_measured']} steps (stopped by {why})"
 
 
@@ -225,6 +226,10 @@ def markdown(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         key = f"| {r['engine']} | {r['parties']} | {r['rows']:,} | {r['cols']:,} |"
+        if r["status"] == "skipped":
+            size = 4 * r["rows"] * r["parties"] * r["cols"] / GIB
+            lines.append(f"{key} skipped: a {size:,.1f} GiB matrix |||||||")
+            continue
         if r["status"] != "completed":
             lines.append(f"{key} {r['status']}: {r['note']} |||||||")
             continue
@@ -252,8 +257,7 @@ def print_shapes(fits: list[dict], report: Callable[[str], None]) -> None:
     for f in fits:
         report(
             f"  {f['engine']:10s} {f['shape']:30s} at {f['at']:22s} exponent "
-            f"{f['exponent']:5.2f} (expected {'<= ' if 'parties' in f['shape'] else ''}"
-            f"{f['expected']:g})"
+            f"{f['exponent']:5.2f} (expected {f['expected']})"
         )
 
 
@@ -267,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=50, help="training steps per point (0: epoch)")
     p.add_argument("--max-data-gib", type=float, default=0.75, help="skip larger matrices")
     p.add_argument(
-        "--max-train-s", type=float, default=120.0, help="a point's training steps stop after"
+        "--max-train-s", type=float, default=MAX_TRAIN_S, help="a point's training stops after"
     )
     p.add_argument("--point-timeout", type=float, default=900.0, help="seconds per point")
     p.add_argument(

@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 ENGINE_COLOURS = {"local": "tab:blue", "simulation": "tab:orange"}
 MARKERS = "os^Dv<>p"
@@ -47,6 +48,10 @@ def _figure(
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xticks(sorted({r[x] for r in rows}))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
