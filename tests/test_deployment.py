@@ -2,7 +2,8 @@
 
 The session's shared stack (``conftest.deployment``: one HTTPS SuperLink with
 ``--enable-supernode-auth`` and the test CA of ``deploy/make_certs.sh``, two registered
-SuperNodes each naming its own party file in its node config) serves these tests. A short
+SuperNodes each naming its own party file in its node config, connected through the Fleet
+proxy of ``deploy/fleet_proxy.sh`` where nginx is installed) serves these tests. A short
 training on per-party files equals the in-process run of the original dataset; a SuperNode with
 an unregistered key is refused. Heavier (``-m heavy``): FedSDG-FS with its secure Gini phase
 equals the in-process run; a SuperNode killed mid-run ends the run with an error naming its
@@ -60,6 +61,11 @@ def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_file
     np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
     assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
 
+    # Where the stack has the Fleet proxy, the parties' replies went through it.
+    if deployment.fleet_proxy is not None:
+        log = (deployment.workdir / "fleet-proxy" / "access.log").read_text()
+        assert '"POST /v1/fleet/push-messages HTTP/1.1" 200' in log
+
     # Everything went over TLS: the CLI trusts the test CA, plain HTTP gets no answer.
     assert "root-certificates" in (deployment.home / "config.toml").read_text()
     assert "insecure" not in (deployment.home / "config.toml").read_text()
@@ -110,7 +116,7 @@ def run_until_training(stack, victim, config: str):
     return run
 
 
-@pytest.mark.heavy
+@pytest.mark.extended  # the fault benchmark (benchmarks/faults.py) kills nodes at random
 def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_files, tmp_path):
     stack = own_deployment  # killing a node would break the shared stack
     out = tmp_path / "out"
