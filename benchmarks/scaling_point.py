@@ -28,7 +28,7 @@ Memory, in MB (2^20 bytes):
                    the bottom model, are not traced).
 
     python -m benchmarks.scaling_point --engine local --parties 2 --rows 10000 --cols 100 \
-        --steps 100 --out /tmp/point
+        --steps 100 --out outputs/point
 """
 
 from __future__ import annotations
