@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from benchmarks.scaling import COLUMNS, main, parser, plan
 from benchmarks.scaling_plots import plot_all
 
@@ -13,6 +15,7 @@ MEASURED = (
 )  # fmt: skip
 
 
+@pytest.mark.extended  # a fresh process importing torch and Flower: about a minute
 def test_a_local_point_in_its_own_process_writes_positive_measurements(tmp_path):
     argv = ["--engines", "local", "--parties", "2", "--rows", "2000", "--cols", "10"]
     rows = main([*argv, "--steps", "4", "--no-plots", "--out", str(tmp_path)])
