@@ -19,6 +19,7 @@ from vflfs.federation import Federation
 from vflfs.protocol import INIT_GATES, InitGatesRequest
 from vflfs.server_app.experiment import Experiment
 
+from .registry import register
 from .result import RunResult
 from .stg import STG
 
@@ -39,6 +40,7 @@ def gate_init(scores: list[np.ndarray], mode: str, fraction: float) -> list[np.n
     return [mu[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+@register
 class FedSDGFS(STG):
     """Dual stochastic gates (input features and embedding components), Gini-initialised."""
 

@@ -20,10 +20,12 @@ from vflfs.protocol import PRUNE, PruneRequest
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
+from .registry import register
 from .result import RunResult
 from .strategy import EpochCallback
 
 
+@register
 class GroupLasso(PathStrategy):
     """Group lasso by P-SGD over VFL (Castiglia et al., ICML 2023, baseline of Section 5)."""
 

@@ -36,11 +36,13 @@ from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import CountChoice
 from .gini import global_ranks
+from .registry import register
 from .result import RunResult
 from .strategy import EpochCallback, log
 from .vfl import VFL
 
 
+@register
 class LessVFL(CountChoice, VFL):
     """LESS-VFL (Castiglia et al., ICML 2023): the three stages, then VFL on what was kept."""
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
+from .registry import register
 
 
+@register
 class STG(PathStrategy):
     """VFL with Gaussian stochastic gates on every party's input features."""
 

@@ -34,11 +34,13 @@ from .checkpoint import (
 )
 from .interactive import InteractiveLayer, make_layer
 from .local_steps import LocalSteps
+from .registry import register
 from .result import PartyReport, RunResult
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
 
+@register
 class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
