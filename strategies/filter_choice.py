@@ -176,7 +176,7 @@ class CountChoice:
             len(self.candidate_components(m)) if len(k) else 0 for m, k in enumerate(candidate.kept)
         ]
         self.server = self.make_server_model(experiment)
-        self.layer = make_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.secure, federation, experiment, self.server)
         for p, kept in zip(result.parties, candidate.kept, strict=True):
             p.selected = kept.tolist()
         first = candidate.first
