@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 from typing import TypeVar
 
-from vflfs.runtime.config import ConfigError
+from vflfs.runtime.config import CONF_DIR, ConfigError
 
 from .strategy import Strategy
 
@@ -64,7 +64,8 @@ def strategy_class(name: str) -> type[Strategy]:
         if importlib.util.find_spec(module) is not None:
             importlib.import_module(module)
     if name not in STRATEGIES:
+        known = set(STRATEGIES) | {p.stem for p in (CONF_DIR / "strategy").glob("*.yaml")}
         raise ConfigError(
-            f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)} (strategy=<name>)"
+            f"unknown strategy {name!r}; choose one of {sorted(known)} (strategy=<name>)"
         )
     return STRATEGIES[name]
