@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import torch
+
 from vflfs.protocol import Empty
 from vflfs.protocol.variance import VARIANCES, VariancesReply
 
@@ -14,5 +17,6 @@ def variances(session: Session, request: Empty) -> VariancesReply:
     """Each feature's variance over the training rows given at setup (its values are min-max
     scaled on those rows, so the variances compare across features)."""
     party = session.party
-    X = party.X_all[party.train_rows].double()
+    rows = torch.as_tensor(np.array(party.train_rows, dtype=np.int64), device=party.device)
+    X = party.X_all[rows].double()
     return VariancesReply(variances=X.var(dim=0, unbiased=False).cpu().numpy())
