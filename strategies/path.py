@@ -11,7 +11,10 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
    trains at least ``path.steps_per_point`` optimiser steps, warm-started from the last, and
    records its validation score, the features and embedding components each party keeps, and
    the MB so far. The path ends when nothing is left, when a feature budget is met and the score has
-   dropped, or after ``path.points`` points.
+   dropped, or after ``path.points`` points; past them it goes on (up to ``path.max_points``)
+   while its last point still scores within the tolerance of the best, so that a model the
+   penalty could not yet hurt (one that fits its training rows, whose loss sets the penalty's
+   unit) is never the path's end.
 3. **Choice.** The sparsest point whose validation score is within ``path.tolerance`` of the
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
@@ -129,7 +132,7 @@ class PathStrategy(VFL):
         """The path's points after the dense one, from ``progress.k`` on."""
         per_point = self.epochs_per_point(experiment)
         points = progress.points
-        for k in range(progress.k, self.path.points):
+        for k in range(progress.k, max(self.path.points, self.path.max_points)):
             scale = progress.scale
             if not resuming(self):  # a resumed point has its penalty already
                 with federation.traffic.in_phase("training"):
@@ -221,18 +224,23 @@ class PathStrategy(VFL):
         )
 
     def path_done(self, points: list[PathPoint], experiment: Experiment) -> bool:
-        """Nothing is left; or a budget is met and the score has fallen well below the best.
+        """Nothing is left; or a budget is met and the score has fallen well below the best;
+        or, past ``path.points``, the last point is no longer within the tolerance of the best
+        (or keeps a single feature, or the budget).
 
-        Without a budget the path goes on through dips: the score often recovers once the
-        noise features are gone.
+        Without a budget the planned points go on through dips: the score often recovers once
+        the noise features are gone.
         """
         last, budget = points[-1], self.path.max_features
         if last.kept == 0:
             return True
+        best = max(p.val_metric for p in points)
+        slack = tolerance(self.path.tolerance, experiment, best)
+        if last.point >= self.path.points:  # past the planned points: on while still good
+            return last.val_metric < best - slack or last.kept <= (budget or 1)
         if budget is None or last.kept > budget:
             return False
-        best = max(p.val_metric for p in points)
-        return last.val_metric < best - 3 * tolerance(self.path.tolerance, experiment, best)
+        return last.val_metric < best - 3 * slack
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """Warm-up and refit stop on validation; a path point always runs to its end."""

@@ -27,7 +27,8 @@ class PathSettings:
     warmup_max_epochs: int | None = None  # None: training.epochs
     start: float = 0.05  # first penalty, in units of the dense model's training loss
     growth: float = 2.0  # ratio of consecutive penalties
-    points: int = 12  # at most this many points after the dense one
+    points: int = 12  # points after the dense one ...
+    max_points: int = 30  # ... and more, up to this many, while the last is still good
     steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
     tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
     max_features: int | None = None  # a budget: choose among points keeping at most this many

@@ -246,7 +246,7 @@ def test_labels_path_must_be_absolute_under_flwr_run():
 
 
 # Strategy options for the tiny runs: small Paillier keys (tests only), short schedules.
-SHORT_PATH = "strategy.path.points=2 strategy.path.steps_per_point=6"
+SHORT_PATH = "strategy.path.points=2 strategy.path.max_points=2 strategy.path.steps_per_point=6"
 STRATEGY_OPTIONS = {
     "stg": SHORT_PATH,
     "group_lasso": SHORT_PATH,

@@ -110,7 +110,7 @@ def run_until_training(stack, victim, config: str):
     return run
 
 
-@pytest.mark.heavy
+@pytest.mark.extended  # the fault benchmark (benchmarks/faults.py) kills nodes at random
 def test_a_killed_supernode_ends_the_run_naming_its_party(own_deployment, party_files, tmp_path):
     stack = own_deployment  # killing a node would break the shared stack
     out = tmp_path / "out"

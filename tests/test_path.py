@@ -13,7 +13,10 @@ from vflfs.strategies.stall import stalled
 
 from helpers import run_local, tiny_config
 
-QUICK = "training.epochs=6 strategy.path.points=5 strategy.path.steps_per_point=12"
+QUICK = (
+    "training.epochs=6 strategy.path.points=5 strategy.path.max_points=5 "
+    "strategy.path.steps_per_point=12"
+)
 
 
 def point(k: int, val: float, kept: list[int], penalty: float | None = None) -> PathPoint:
@@ -128,6 +131,17 @@ def test_settings_reject_unknown_keys_and_a_shrinking_path():
         PathSettings.from_cfg({"growth": 0.5})
 
 
+def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
+    path = PathStrategy.__new__(PathStrategy)
+    path.path = PathSettings(points=2, max_points=6, tolerance=0.02)
+    dense, first = point(0, 0.90, [10, 10]), point(1, 0.91, [8, 8])
+    assert not path.path_done([dense, point(1, 0.50, [5, 5])], None)  # planned: on
+    assert not path.path_done([dense, first, point(2, 0.90, [5, 5])], None)  # good: on
+    assert path.path_done([dense, first, point(2, 0.88, [5, 5])], None)  # 0.88 < 0.91 - 0.02
+    assert path.path_done([dense, first, point(2, 0.91, [1, 0])], None)  # one feature left
+    assert path.path_done([dense, point(1, 0.9, [0, 0])], None)  # nothing left
+
+
 def test_stall_is_the_uniform_prediction_at_the_majority_rate():
     from types import SimpleNamespace
 
@@ -225,7 +239,10 @@ def test_each_name_is_its_own_strategy():
 
 
 def test_a_budget_caps_the_refit(tmp_path):
-    cfg = tiny_config(f"strategy=stg {QUICK} strategy.path.points=2 strategy.path.max_features=3")
+    cfg = tiny_config(
+        f"strategy=stg {QUICK} strategy.path.points=2 strategy.path.max_points=2 "
+        "strategy.path.max_features=3"
+    )
     summary = run_local(cfg, tmp_path)
     assert summary["selection"]["selected_features"] <= 3
     assert summary["selection"]["selected_features"] >= 1

@@ -154,7 +154,10 @@ def test_figure_follows_each_path_and_stars_the_chosen_point(root):
 
 
 def test_report_of_a_real_path_run(tmp_path):
-    quick = "training.epochs=6 strategy.path.points=3 strategy.path.steps_per_point=12"
+    quick = (
+        "training.epochs=6 strategy.path.points=3 strategy.path.max_points=3 "
+        "strategy.path.steps_per_point=12"
+    )
     run_local(tiny_config(f"strategy=stg {quick}"), tmp_path / "runs" / "stg")
     summary = json.loads((tmp_path / "runs" / "stg" / "results.json").read_text())
     out = tmp_path / "rep"

@@ -26,7 +26,8 @@ VFL = "strategy=vfl training.epochs=6 training.patience=null"
 # penalty starts high enough for the refit to keep a few of the 40 features.
 STG = (
     "strategy=stg training.epochs=6 strategy.path.warmup_max_epochs=3 strategy.path.start=2 "
-    "strategy.path.points=3 strategy.path.steps_per_point=20 strategy.path.refit_max_epochs=3"
+    "strategy.path.points=3 strategy.path.max_points=3 strategy.path.steps_per_point=20 "
+    "strategy.path.refit_max_epochs=3"
 )
 LASSO = STG.replace("strategy=stg", "strategy=group_lasso")
 

@@ -213,7 +213,8 @@ def test_gated_strategies_run_secure(strategy, tmp_path):
     plaintext protocol trains like the plain one (SGD on the interactive weights instead of
     Adam, so within noise only)."""
     extra = " strategy.init=uniform" if strategy == "fedsdg_fs" else ""
-    extra += " strategy.path.points=2 strategy.path.steps_per_point=12"  # a short path
+    # a short path
+    extra += " strategy.path.points=2 strategy.path.max_points=2 strategy.path.steps_per_point=12"
     results = {
         mode: run_local(
             tiny_config(f"{SMALL} strategy={strategy} secure={mode}{extra}"),
