@@ -46,7 +46,7 @@ class Candidate:
     stop: int  # one past its last epoch
     val_metric: float = float("nan")
     mb: float = 0.0
-    val_losses: np.ndarray | None = None  # each validation sample's loss at the best epoch
+    val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
     good: bool = False  # among the counts the choice picks from
 
     def row(self) -> dict:
@@ -210,7 +210,7 @@ class CountChoice:
         candidate.stop = len(result.history)
         rows = result.history[candidate.first : candidate.stop]
         candidate.val_metric = max(r["val_metric"] for r in rows) if rows else -math.inf
-        candidate.val_losses = self.val_losses_at_best if rows else None
+        candidate.val_losses = self.val_losses_at_lowest if rows else None
         candidate.mb = federation.traffic.total_bytes() / MB
 
     def keep_spec(self, m: int) -> dict | None:

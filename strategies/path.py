@@ -101,7 +101,7 @@ class PathStrategy(VFL):
             epoch = self.warm_up(federation, experiment, result, on_epoch)
             dense = result.best
             self.dense = Fitted.now(
-                federation, result, 0, dense["epoch"] + 1, self.val_losses_at_best
+                federation, result, 0, dense["epoch"] + 1, self.val_losses_at_lowest
             )
             self.reported = None
             unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
@@ -304,7 +304,7 @@ class PathStrategy(VFL):
             i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
-            models.append(Fitted.now(federation, result, first, None, self.val_losses_at_best))
+            models.append(Fitted.now(federation, result, first, None, self.val_losses_at_lowest))
             scores.append((point, float(result.best["val_metric"])))
             what = (
                 f"top {point.top_k} of the ranking" if point.top_k else f"path point {point.point}"

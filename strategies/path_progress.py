@@ -25,7 +25,7 @@ class Fitted:
     stop: int  # the model's epochs are first .. stop - 1
     parties: list[tuple[list[int] | None, list[int], int | None]]  # at best, now, components
     importance: list[dict]
-    val_losses: np.ndarray | None = None  # each validation sample's loss at its best epoch
+    val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
 
     @classmethod
     def now(

@@ -56,7 +56,10 @@ class VFL(Strategy):
     stall_found = False
     stage = "dense"  # the history's "stage" column
     val_losses: np.ndarray | None = None  # each validation sample's loss at the last epoch
-    val_losses_at_best = None  # ... at the best epoch of the window (paired model choices)
+    # ... at the window's lowest mean validation loss: what paired model choices compare, so
+    # that a model trained on past its loss minimum (more confident, same accuracy) is not
+    # judged worse than one stopped earlier
+    val_losses_at_lowest = None
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
@@ -371,7 +374,8 @@ class VFL(Strategy):
             result.extra["local_steps"] = self.local.record()
         if result.best["epoch"] == epoch:
             result.snapshot_best()
-            self.val_losses_at_best = self.val_losses
+        if lowest_val_loss(result) == epoch:
+            self.val_losses_at_lowest = self.val_losses
         if on_epoch is not None:
             on_epoch(row)
         if self.watch_stall(experiment, result, epoch):
@@ -407,3 +411,14 @@ def party_importance(federation: Federation) -> list[dict]:
         {"party": m, "kind": str(reply.kind), "values": reply.values.tolist()}
         for m, reply in enumerate(federation.broadcast(IMPORTANCE))
     ]
+
+
+def lowest_val_loss(result: RunResult) -> int | None:
+    """The epoch of the lowest validation loss in the result's window (earliest on ties)."""
+    rows = [
+        r
+        for r in result.history
+        if r["epoch"] >= result.best_from
+        and (result.best_to is None or r["epoch"] < result.best_to)
+    ]
+    return min(rows, key=lambda r: (r["val_loss"], r["epoch"]))["epoch"] if rows else None

@@ -1,5 +1,6 @@
 """The deployment stack the tests share: a TLS SuperLink and two registered SuperNodes that read
-their own party files, as docs/deployment.md sets them up.
+their own party files, as docs/deployment.md sets them up: the SuperNodes connect through the
+Fleet proxy (``deploy/fleet_proxy.sh``, section 10) where nginx is installed.
 
 One stack serves the whole test session (``conftest.deployment``): a SuperLink runs any number
 of runs one after another, so each scenario is a ``flwr run`` against it, not a new stack. A
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from vflfs.federation.identity import generate_key_pair
 
-from flower_procs import REPO, FlowerStack, make_tls, run_process, tool
+from flower_procs import REPO, FlowerStack, make_tls, nginx_installed, run_process, tool
 
 PARTIES = 2
 # The data the SuperNodes hold: a small MADELON-like set cut into two party files. A run's own
@@ -58,15 +59,23 @@ def party_keys_override(stack: FlowerStack) -> str:
 
 
 @contextmanager
-def start_deployment(workdir: Path, files: dict) -> Iterator[FlowerStack]:
+def start_deployment(
+    workdir: Path, files: dict, fleet_proxy: bool | None = None
+) -> Iterator[FlowerStack]:
     """A TLS SuperLink with SuperNode authentication and one registered SuperNode per party
     file, each holding its identity key (``identity_keys``); on exit, checks that every
-    process it started is gone and nothing was installed."""
+    process it started is gone and nothing was installed.
+
+    With ``fleet_proxy`` (default: where nginx is installed) the SuperNodes connect through
+    ``deploy/fleet_proxy.sh``; the ``flwr`` CLI (``stack.connection``) reaches the SuperLink
+    directly, as the server's operator does."""
     tls = make_tls(workdir / "tls", PARTIES)
     env = {**os.environ, "VFLFS_CACHE_DIR": str(workdir / "cache")}
     stack = FlowerStack(workdir / "stack", env=env, tls=tls)
     try:
         stack.start_superlink()
+        if nginx_installed() if fleet_proxy is None else fleet_proxy:
+            stack.start_fleet_proxy()
         keys = [generate_key_pair(prefix)[0] for prefix in identity_keys(stack)]
         stack.start_supernodes(
             PARTIES,

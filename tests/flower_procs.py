@@ -13,7 +13,9 @@ Deployment (no ``--simulation``): ``stack.start_superlink()``, then
 ``stack.start_supernode(partition_id=i, num_partitions=n)`` for each party, then
 ``stack.wait_supernodes(n)`` before ``stack.run_app(...)``. With ``FlowerStack(dir,
 tls=make_tls(dir, n))`` everything runs over TLS (the test CA of ``deploy/make_certs.sh``) with
-SuperNode authentication: each SuperNode's public key is registered before it starts.
+SuperNode authentication: each SuperNode's public key is registered before it starts. With TLS,
+``stack.start_fleet_proxy()`` after the SuperLink puts ``deploy/fleet_proxy.sh`` (nginx, only the
+Fleet API) in front of it, and the SuperNodes started afterwards connect through it.
 
 Each stack has its own ``FLWR_HOME`` (``<workdir>/flwr-home``) whose ``config.toml`` names one
 connection, :attr:`FlowerStack.connection`, pointing at the stack's SuperLink. Runs never
@@ -23,6 +25,7 @@ process gets ``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1``.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -34,7 +37,10 @@ from flower_cli import FlowerError, FlwrCli, FlwrRun, toml_pairs
 from flower_tls import TlsFiles, https_opener, make_tls
 from proc_utils import HOST, REPO, ProcessTag, free_port, no_proxy, run_process, stop_group, tool
 
+FLEET_PROXY = REPO / "deploy" / "fleet_proxy.sh"
+
 __all__ = [
+    "FLEET_PROXY",
     "HOST",
     "REPO",
     "FlowerError",
@@ -45,10 +51,17 @@ __all__ = [
     "TlsFiles",
     "free_port",
     "make_tls",
+    "nginx_installed",
     "run_process",
     "tool",
     "toml_pairs",
 ]
+
+
+def nginx_installed() -> bool:
+    """Whether ``deploy/fleet_proxy.sh`` can run here (``.ci/run`` installs nginx where it
+    can; elsewhere the proxy tests skip, naming ``apt-get install nginx``)."""
+    return shutil.which("nginx") is not None
 
 
 @dataclass
@@ -101,6 +114,7 @@ class FlowerStack(FlwrCli):
             NO_PROXY=no_proxy(env),
         )
         self.superlink: Service | None = None
+        self.fleet_proxy: Service | None = None
         self.supernodes: list[Service] = []
         self.force_killed: list[str] = []
 
@@ -148,6 +162,30 @@ class FlowerStack(FlwrCli):
         self.write_config()
         return self.superlink
 
+    def start_fleet_proxy(self, timeout: float = 30.0) -> Service:
+        """Start ``deploy/fleet_proxy.sh`` (nginx, TLS with the stack's certificate) on a free
+        port in front of the SuperLink; wait until it answers (403 for ``/health``)."""
+        if self.superlink is None or self.tls is None:
+            raise FlowerError("the Fleet proxy needs a TLS SuperLink: start it first")
+        port = free_port()
+        cmd = [
+            "bash", str(FLEET_PROXY), str(self.workdir / "fleet-proxy"),
+            "--tls", str(self.tls.root),
+            "--listen", f"{HOST}:{port}",
+            "--superlink", self.superlink.address,
+        ]  # fmt: skip
+        self.fleet_proxy = self._spawn("fleet-proxy", cmd, port, https=True)
+        self._wait_health(self.fleet_proxy, timeout, status=403)
+        return self.fleet_proxy
+
+    @property
+    def fleet_address(self) -> str:
+        """Where SuperNodes connect: the Fleet proxy when there is one, else the SuperLink."""
+        service = self.fleet_proxy or self.superlink
+        if service is None:
+            raise FlowerError("start the SuperLink first")
+        return service.address
+
     def start_supernode(
         self,
         partition_id: int,
@@ -188,7 +226,7 @@ class FlowerStack(FlwrCli):
         cmd = [
             tool("flower-supernode"),
             *security,
-            "--superlink", self.superlink.address,
+            "--superlink", self.fleet_address,
             "--node-config", toml_pairs(config),
             "--host", HOST,
             "--port", str(port),
@@ -233,7 +271,7 @@ class FlowerStack(FlwrCli):
         Returns (and keeps in :attr:`force_killed`) the processes that needed SIGKILL or were
         still around after their parents stopped; empty after a clean shutdown.
         """
-        for service in [*reversed(self.supernodes), self.superlink]:
+        for service in [*reversed(self.supernodes), self.fleet_proxy, self.superlink]:
             if service is not None and stop_group(service.proc, grace):
                 self.force_killed.append(f"{service.proc.pid} {' '.join(service.cmd)}")
         # flower-superexec and the app processes run in their own sessions; they exit when
@@ -241,6 +279,7 @@ class FlowerStack(FlwrCli):
         if self.tag.wait_gone(grace):
             self.force_killed += self.tag.kill_all()
         self.supernodes = []
+        self.fleet_proxy = None
         self.superlink = None
         return self.force_killed
 
@@ -270,7 +309,7 @@ class FlowerStack(FlwrCli):
             )
         return Service(name, proc, log_path, port, cmd, https)
 
-    def _wait_health(self, service: Service, timeout: float) -> None:
+    def _wait_health(self, service: Service, timeout: float, status: int = 200) -> None:
         deadline = time.monotonic() + timeout
         scheme = "https" if service.https else "http"
         url = f"{scheme}://{service.address}/health"
@@ -282,8 +321,11 @@ class FlowerStack(FlwrCli):
                 )
             try:
                 with opener.open(url, timeout=2) as response:
-                    if response.status == 200:
+                    if response.status == status:
                         return
+            except urllib.error.HTTPError as error:  # an answer, e.g. the Fleet proxy's 403
+                if error.code == status:
+                    return
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.2)

@@ -2,7 +2,8 @@
 
 The session's shared stack (``conftest.deployment``: one HTTPS SuperLink with
 ``--enable-supernode-auth`` and the test CA of ``deploy/make_certs.sh``, two registered
-SuperNodes each naming its own party file in its node config) serves these tests. A short
+SuperNodes each naming its own party file in its node config, connected through the Fleet
+proxy of ``deploy/fleet_proxy.sh`` where nginx is installed) serves these tests. A short
 training on per-party files equals the in-process run of the original dataset; a SuperNode with
 an unregistered key is refused. Heavier (``-m heavy``): FedSDG-FS with its secure Gini phase
 equals the in-process run; a SuperNode killed mid-run ends the run with an error naming its
@@ -59,6 +60,11 @@ def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_file
     assert len(results["step_losses"]) == len(local["step_losses"]) > 0
     np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
     assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
+
+    # Where the stack has the Fleet proxy, the parties' replies went through it.
+    if deployment.fleet_proxy is not None:
+        log = (deployment.workdir / "fleet-proxy" / "access.log").read_text()
+        assert '"POST /v1/fleet/push-messages HTTP/1.1" 200' in log
 
     # Everything went over TLS: the CLI trusts the test CA, plain HTTP gets no answer.
     assert "root-certificates" in (deployment.home / "config.toml").read_text()
