@@ -382,7 +382,7 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.layer = make_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.secure, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None
