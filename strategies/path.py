@@ -59,7 +59,7 @@ from .vfl import VFL, party_importance
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
-    name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
+    name = Strategy.name  # a skeleton, not registered: not a strategy of its own
     refitting = False
     dense: Fitted  # the warm-up's model
     reported: Fitted | None = None  # the model the path's choice reports
