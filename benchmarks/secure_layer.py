@@ -10,7 +10,7 @@ Measured in one run:
           (:func:`~vflfs.ml.secure_layer.default_workers`), obfuscators drawn from the pools
           that each side fills while it waits for the other (here: filled before each timed
           step, their cost reported apart as ``idle``); also with the obfuscators made on the
-          spot, with two workers, and with full ``r^n`` randomness (``secure_randomness: full``).
+          spot, with two workers, and with full ``r^n`` randomness (``secure.randomness=full``).
 (b) old   the previous implementation, re-implemented here: one ciphertext per value, one
           ``combine`` (a powmod per coefficient) per output, a full ``r^n`` powmod per
           re-randomisation, CRT obfuscators and decryption for the key owner, one process.

@@ -50,9 +50,10 @@ def _handler(operation: Operation):
     return handle
 
 
-def build_client_app() -> ClientApp:
-    """A ClientApp exposing every operation of the protocol."""
-    client_app = ClientApp()
+def build_client_app(mods: list | None = None) -> ClientApp:
+    """A ClientApp exposing every operation of the protocol (``mods``: Flower mods wrapping
+    every handler)."""
+    client_app = ClientApp(mods=mods)
     for operation in OPERATIONS:
         register = getattr(client_app, operation.category)
         register(operation.action)(_handler(operation))

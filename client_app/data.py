@@ -27,8 +27,10 @@ def _key(data_spec: dict, train_rows: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def party_data(data_spec: dict, train_rows: np.ndarray) -> PartyData:
-    """The party's own columns (plus injected noise), min-max scaled on ``train_rows``."""
+def party_data(data_spec: dict, train_rows: np.ndarray, keep: int = 1) -> PartyData:
+    """The party's own columns (plus injected noise), min-max scaled on ``train_rows``; the
+    cache keeps the last ``max(8, keep)`` views (``keep``: the parties of the run, which in
+    ``engine=local`` all live in this process)."""
     key = _key(data_spec, train_rows)
     if key in _CACHE:
         _CACHE.move_to_end(key)
@@ -43,7 +45,7 @@ def party_data(data_spec: dict, train_rows: np.ndarray) -> PartyData:
         noise_seed=int(noise.get("seed", 0)),
     )
     _CACHE[key] = view
-    if len(_CACHE) > _CACHE_SIZE:
+    while len(_CACHE) > max(_CACHE_SIZE, keep):
         _CACHE.popitem(last=False)
     return view
 

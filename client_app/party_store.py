@@ -65,7 +65,8 @@ class Cached:
 
 
 class PartyCache:
-    """At most ``size`` live parties of this process, the least recently used leaving first.
+    """At most ``size`` live parties of this process (or the run's parties, when more), the
+    least recently used leaving first.
 
     The parties of one run only: a party of a new run makes every other run's leave (in a
     sweep of ``engine=local`` jobs, each job's parties go with it). An entry whose version is
@@ -86,12 +87,15 @@ class PartyCache:
         self._entries.move_to_end(key)
         return entry
 
-    def put(self, key: tuple[int, int], entry: Cached) -> None:
+    def put(self, key: tuple[int, int], entry: Cached, parties: int = 1) -> None:
+        """Cache ``entry``; ``parties``: how many the run has (all of them may live here, as
+        under ``engine=local``, and a smaller cache would rebuild a party on every message)."""
         for other in [k for k in self._entries if k[0] != key[0]]:
             del self._entries[other]
         self._entries[key] = entry
         self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
+        limit = max(self.size, parties) if self.size > 0 else 0  # size 0: no cache at all
+        while len(self._entries) > limit:
             self._entries.popitem(last=False)
 
     def drop(self, key: tuple[int, int]) -> None:
@@ -111,10 +115,11 @@ class PartyCache:
 CACHE = PartyCache()
 
 
-def build_party(spec: dict, rows: dict[str, np.ndarray]) -> Party:
-    """A fresh party from its setup instructions and the server's row sets (train, eval)."""
+def build_party(spec: dict, rows: dict[str, np.ndarray], parties: int = 1) -> Party:
+    """A fresh party from its setup instructions and the server's row sets (train, eval);
+    ``parties``: how many the run has (the data cache keeps a view for each)."""
     train = rows["train"]
-    party = Party(PartySpec.from_dict(spec), party_data(spec["data"], train), train)
+    party = Party(PartySpec.from_dict(spec), party_data(spec["data"], train, parties), train)
     party.eval_rows = rows.get("eval", np.zeros(0, np.int64))
     return party
 
@@ -126,6 +131,7 @@ class PartyStore:
     def __init__(self, context: Context) -> None:
         self.context = context
         self.key = (context.run_id, context.node_id)
+        self.parties = int(context.node_config.get("num-partitions", 1))
         self.party: Party | None = None
         self.spec: dict | None = None
         self.nonce = ""
@@ -158,16 +164,17 @@ class PartyStore:
                 "an older vflfs; fix: start the run afresh (rerun=true)"
             )
         spec = json.loads(str(state[SPEC]["json"]))
-        party = build_party(spec, {k: from_array(a) for k, a in state[ROWS].items()})
+        rows = {k: from_array(a) for k, a in state[ROWS].items()}
+        party = build_party(spec, rows, self.parties)
         groups = {g: unpack(state[f"vflfs.{g}"]) for g in STATE_GROUPS}
         party.load_state_arrays(groups, int(meta["steps"]))
         entry = Cached(nonce, version, party, spec)
-        CACHE.put(self.key, entry)
+        CACHE.put(self.key, entry, self.parties)
         return entry
 
     def create(self, spec: dict, nonce: str, rows: dict[str, np.ndarray]) -> Party:
         """A fresh party (a setup message): all of it is written at the save."""
-        self.party = build_party(spec, rows)
+        self.party = build_party(spec, rows, self.parties)
         self.spec, self.nonce, self._rows = spec, nonce, rows
         self._changed = set(PARTS)
         return self.party
@@ -204,7 +211,7 @@ class PartyStore:
             state[META] = meta = ConfigRecord({"nonce": self.nonce, "version": -1})
         version = int(meta["version"]) + 1
         meta["nonce"], meta["version"], meta["steps"] = self.nonce, version, party.steps_taken
-        CACHE.put(self.key, Cached(self.nonce, version, party, self.spec))
+        CACHE.put(self.key, Cached(self.nonce, version, party, self.spec), self.parties)
         self._changed.clear()
         self._rows = None
 

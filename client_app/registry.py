@@ -4,9 +4,10 @@ An operation's handler is a function ``(session, request) -> reply`` registered 
 :class:`vflfs.protocol.Operation` (its typed request and reply; :mod:`vflfs.protocol`).
 :mod:`vflfs.client_app.app` exposes every registered operation as a ClientApp action. Core
 operations live in ``operations.py``; a strategy's own operations live in a module
-``ops_<name>.py`` of this package. :data:`HOMES` names each operation's module: the
-ClientApp imports it on the operation's first message (:func:`registered`), so that a process
-serving one message (deployment) loads only what that operation needs.
+``ops_<name>.py`` of this package. :data:`HOMES` names each operation's module (an operation
+that ``protocol/<name>.py`` adds is served by ``ops_<name>.py``): the ClientApp imports it on
+the operation's first message (:func:`registered`), so that a process serving one message
+(deployment) loads only what that operation needs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from flwr.app.metadata import validate_message_type
 
 from vflfs.protocol import (
+    ADDED,
     ALIGN,
     FSTAT_COMBINE,
     FSTAT_MASK,
@@ -110,16 +112,27 @@ HOMES: dict[str, tuple[Operation, ...]] = {
 """The module of this package that registers each operation's handler."""
 
 
+def home(name: str) -> str:
+    """The module of this package that registers operation ``name``'s handler: its entry in
+    :data:`HOMES`, else ``ops_<module>`` for an operation that ``protocol/<module>.py`` adds
+    (:data:`vflfs.protocol.ADDED`)."""
+    homes = [m for m, ops in HOMES.items() if name in {o.name for o in ops}]
+    if homes:
+        return homes[0]
+    if name in ADDED:
+        return f"ops_{ADDED[name]}"
+    raise ValueError(f"no party module serves operation {name!r}")
+
+
 def registered(operation: Operation) -> Registered:
-    """The handler of ``operation``, importing its module (:data:`HOMES`) on first use.
+    """The handler of ``operation``, importing its module (:func:`home`) on first use.
 
     Operations compare by name: a ClientApp shipped to a Ray actor holds copies of them.
     """
     if operation.name not in OPERATIONS:
         import importlib
 
-        (home,) = [m for m, ops in HOMES.items() if operation.name in {o.name for o in ops}]
-        importlib.import_module(f"{__name__.rsplit('.', 1)[0]}.{home}")
+        importlib.import_module(f"{__name__.rsplit('.', 1)[0]}.{home(operation.name)}")
     return OPERATIONS[operation.name]
 
 

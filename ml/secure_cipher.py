@@ -164,7 +164,7 @@ class PaillierCipher(PlainCipher):
         precompute: bool = True,
     ):
         if randomness not in RANDOMNESS:
-            raise ValueError(f"strategy.secure_randomness must be djn or full, got {randomness!r}")
+            raise ValueError(f"secure.randomness must be djn or full, got {randomness!r}")
         self.public, self.private, self.randomness = public, private, randomness
         self.workers = resolve_workers(workers) if workers else default_workers()
         self.slots = paillier.slots_per_plaintext(public.bits, SLOT)
@@ -237,7 +237,7 @@ _POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
 
 
 def default_workers() -> int:
-    """Processes for the layer's Paillier work when ``secure_workers`` is unset: one on up to
+    """Processes for the layer's Paillier work when ``secure.workers`` is unset: one on up to
     two CPUs (each call forks its workers, ~15-25 ms, and a step makes eight calls: measured,
     two workers were slower than one on two cores), otherwise every CPU but one."""
     cpus = resolve_workers(None)
@@ -301,7 +301,7 @@ def make_cipher(mode: str, bits: int, workers: int | None = None, randomness: st
     if mode == "paillier":
         private = paillier.generate_keys(bits)
         return PaillierCipher(private.public, private, workers, randomness)
-    raise ValueError(f"strategy.secure must be 'none', 'plaintext' or 'paillier', got {mode!r}")
+    raise ValueError(f"secure.mode must be 'none', 'plaintext' or 'paillier', got {mode!r}")
 
 
 def public_cipher(mode: str, public: np.ndarray, workers=None, randomness: str = "djn"):

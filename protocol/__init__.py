@@ -2,6 +2,9 @@
 replies, and their payloads. The server (``strategies``, ``server_app``) and the parties
 (``client_app``) both speak it through these classes only."""
 
+import importlib
+import pkgutil
+
 from .alignment import ALIGN, AlignReply, AlignRequest
 from .body import SAME_VERSION, Body, Empty, Operation, Payload, ProtocolError
 from .core import (
@@ -100,10 +103,30 @@ OPERATIONS: tuple[Operation, ...] = (
     SECURE_BACKWARD,
     RESUME,
 )
-"""Every operation a party serves."""
+"""Every operation a party serves: the ones above, then those of :data:`ADDED`."""
+
+
+def _added_operations() -> dict[str, tuple[Operation, str]]:
+    """The operations that other modules of this package declare (a strategy's own, in
+    ``protocol/<module>.py``: no edit here), by name: the operation and its module's name."""
+    known = {op.name for op in OPERATIONS}
+    added: dict[str, tuple[Operation, str]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Operation) and value.name not in known and value.name not in added:
+                added[value.name] = (value, info.name)
+    return added
+
+
+_ADDED = _added_operations()
+ADDED: dict[str, str] = {name: module for name, (_, module) in _ADDED.items()}
+"""Each added operation's protocol module; the party's handler is in ``client_app/ops_<module>``."""
+OPERATIONS += tuple(op for op, _ in _ADDED.values())
 
 
 __all__ = [
+    "ADDED",
     "ALIGN",
     "AlignReply",
     "AlignRequest",

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 
 import hydra
@@ -23,7 +24,7 @@ from omegaconf import DictConfig
 
 from vflfs.federation import PartyError
 
-from .config import CONF_DIR
+from .config import CONF_DIR, ConfigError, check_overrides, register_schemas
 from .output_folder import holds_same_run
 from .results import PARTY_STATE, RESULTS
 from .simulation import RunFailed, simulate
@@ -113,6 +114,12 @@ def job_output_dir(cfg: DictConfig) -> Path:
 def main() -> None:
     logging.getLogger("flwr").propagate = False
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    register_schemas()
     run()
 
 

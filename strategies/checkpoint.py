@@ -83,7 +83,8 @@ def unsupported(strategy: Strategy, cfg: DictConfig) -> str | None:
 
     if int(cfg.cv.folds) > 1:
         return "cross-validation runs write no checkpoint"
-    if str(cfg.strategy.get("secure") or "none") != "none":
+    secure = getattr(strategy, "secure", None)  # VFL's: the interactive layer's settings
+    if secure is not None and secure.enabled:
         return "the secure interactive layer's state is not checkpointed"
     fit = type(strategy).fit
     path_fit = isinstance(strategy, PathStrategy) and strategy.path.enabled
@@ -200,7 +201,7 @@ class Checkpoints:
             setattr(traffic, name, defaultdict(kind, state["traffic"][name]))
         server = _server_model(strategy, experiment, state["server"])
         strategy.server = server  # type: ignore[attr-defined]
-        strategy.layer = make_layer(self.cfg, self.federation, experiment, server)  # type: ignore[attr-defined]
+        strategy.layer = make_layer(strategy.secure, self.federation, experiment, server)  # type: ignore[attr-defined]
         rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])

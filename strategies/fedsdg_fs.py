@@ -13,14 +13,30 @@ not transmitted, which is where FedSDG-FS saves communication.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from omegaconf import DictConfig
 
 from vflfs.federation import Federation
 from vflfs.protocol import INIT_GATES, InitGatesRequest
+from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
+from .registry import register
 from .result import RunResult
+from .settings import typed
 from .stg import STG
+
+
+@dataclass(frozen=True)
+class GateInit:
+    """How ``fedsdg_fs`` initialises the input gates: ``strategy.init`` (``gini`` | ``uniform``),
+    ``init_mode`` and ``top_fraction`` (:func:`gate_init`). No defaults: its YAML holds them."""
+
+    init: str
+    init_mode: str
+    top_fraction: float
 
 
 def gate_init(scores: list[np.ndarray], mode: str, fraction: float) -> list[np.ndarray]:
@@ -39,31 +55,35 @@ def gate_init(scores: list[np.ndarray], mode: str, fraction: float) -> list[np.n
     return [mu[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+@register
 class FedSDGFS(STG):
     """Dual stochastic gates (input features and embedding components), Gini-initialised."""
 
     name = "fedsdg_fs"
 
+    def __init__(self, cfg: DictConfig) -> None:
+        super().__init__(cfg)
+        self.initial = typed(GateInit, cfg.strategy, "strategy", strict=False)
+        if self.gating.lambda_embedding is None:
+            raise ConfigError("fedsdg_fs needs strategy.lambda_embedding (a number)")
+
     def gates(self) -> dict:
-        s = self.cfg.strategy
-        return {
-            "input": self.gate(s.lambda_input),
-            "embedding": self.gate(s.lambda_embedding),
-        }
+        g = self.gating
+        return {"input": g.gate(g.lambda_input), "embedding": g.gate(g.lambda_embedding)}
 
     def before_training(
         self, federation: Federation, experiment: Experiment, result: RunResult
     ) -> None:
         """The Gini phase: secure importance initialisation of the input gates."""
-        s = self.cfg.strategy
-        if s.init == "gini":
+        init = self.initial
+        if init.init == "gini":
             from .gini import secure_gini
 
             with federation.traffic.in_phase("gini"):
-                scores = secure_gini(federation, experiment, s.gini)
-                inits = gate_init(scores, str(s.init_mode), float(s.top_fraction))
+                scores = secure_gini(federation, experiment, self.cfg.strategy.get("gini"))
+                inits = gate_init(scores, init.init_mode, init.top_fraction)
                 requests = {m: InitGatesRequest(mu=mu) for m, mu in enumerate(inits)}
                 federation.send(INIT_GATES, requests)
             result.extra["gini"] = [np.asarray(g).tolist() for g in scores]
-        elif s.init != "uniform":
-            raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {s.init!r}")
+        elif init.init != "uniform":
+            raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {init.init!r}")

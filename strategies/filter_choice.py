@@ -22,14 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
+from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
 from .path import tolerance
 from .path_choice import good_scores
 from .result import RunResult
+from .settings import typed
 from .strategy import EpochCallback, log
 
 
@@ -105,10 +108,30 @@ def bisect(
         lo, hi = (lo, mid) if good else (mid, hi)
 
 
+@dataclass(frozen=True)
+class CountSettings:
+    """``strategy.select``: the count's choice (the meaning above). The YAML files hold the
+    first four; ``refine`` and ``refit_patience`` are off unless one sets them."""
+
+    patience: int  # epochs without a better validation score that end one count's training
+    max_epochs: int | None  # None: training.epochs
+    tolerance: float | None  # None: one standard error of the best validation score
+    max_features: int | None  # a budget: try only counts up to it
+    refine: bool = False  # then bisect between the chosen count k and k/2
+    refit_patience: int | None = None  # then the chosen count once more with this patience
+
+
 class CountChoice:
     """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
 
     choosing: list[np.ndarray] | None = None
+
+    def __init__(self, cfg: DictConfig) -> None:
+        super().__init__(cfg)  # type: ignore[call-arg]
+        section = cfg.strategy.get("select")
+        self.select_settings: CountSettings | None = (
+            None if section is None else typed(CountSettings, section, "strategy.select")
+        )
 
     def choose_count(
         self,
@@ -118,9 +141,11 @@ class CountChoice:
         on_epoch: EpochCallback | None,
         ranks: list[np.ndarray],
     ) -> None:
-        s = self.cfg.strategy.get("select") or {}
-        epochs = int(s.get("max_epochs") or self.cfg.training.epochs)
-        self.patience = int(s.get("patience", 2))
+        s = self.select_settings
+        if s is None:
+            raise ConfigError(f"{self.name} chooses its count on validation: set strategy.select")
+        epochs = s.max_epochs or int(self.cfg.training.epochs)
+        self.patience = s.patience
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
@@ -132,16 +157,16 @@ class CountChoice:
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
             return candidate
 
-        for k in counts(total, s.get("max_features")):
+        for k in counts(total, s.max_features):
             attempt(k)
-        chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
-        if s.get("refine"):
+        chosen, slack = smallest_good(tried, experiment, s.tolerance)
+        if s.refine:
             bisect(tried, chosen, slack, attempt)
-            chosen, slack = smallest_good(tried, experiment, s.get("tolerance"))
+            chosen, slack = smallest_good(tried, experiment, s.tolerance)
         record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
-        if s.get("refit_patience"):
+        if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.
-            self.patience = int(s["refit_patience"])
+            self.patience = s.refit_patience
             refit = attempt(chosen.k)
             tried.pop()
             record["refit"] = refit.row()
@@ -176,7 +201,7 @@ class CountChoice:
             len(self.candidate_components(m)) if len(k) else 0 for m, k in enumerate(candidate.kept)
         ]
         self.server = self.make_server_model(experiment)
-        self.layer = make_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.secure, federation, experiment, self.server)
         for p, kept in zip(result.parties, candidate.kept, strict=True):
             p.selected = kept.tolist()
         first = candidate.first

@@ -35,6 +35,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .gini import RANDOMNESS
 from .gini_filter import SelectThenTrain
+from .registry import register
 from .result import RunResult
 from .secure_scoring import (
     SectionConfig,
@@ -124,6 +125,7 @@ def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> lis
     return scores
 
 
+@register
 class FStatFilter(SelectThenTrain):
     """Secure ANOVA F of every feature, keep the best ``keep_fraction``, then VFL."""
 

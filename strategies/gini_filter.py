@@ -21,6 +21,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import CountChoice
 from .gini import global_ranks, keep_best, scoring_phase, secure_gini
+from .registry import register
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL
@@ -103,6 +104,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+@register
 class GiniFilter(SelectThenTrain):
     """Secure Gini (FedSDG-FS Algorithm 1), keep the best ``keep_fraction``, then VFL."""
 

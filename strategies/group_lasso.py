@@ -13,6 +13,10 @@ then 100 Adam epochs).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
 from vflfs.federation import Federation
 from vflfs.ml.prox import nonzero_columns
 from vflfs.ml.top import ServerModel
@@ -20,27 +24,46 @@ from vflfs.protocol import PRUNE, PruneRequest
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
+from .registry import register
 from .result import RunResult
+from .settings import typed
 from .strategy import EpochCallback
 
 
+@dataclass(frozen=True)
+class LassoSettings:
+    """``strategy.lam``, ``lam_server``, ``optimizer``, ``lr``, ``lasso_epochs`` (the meaning
+    above). No defaults: conf/strategy/group_lasso.yaml holds them."""
+
+    lam: float
+    lam_server: float
+    optimizer: str | None
+    lr: float | None
+    lasso_epochs: int | None
+
+
+@register
 class GroupLasso(PathStrategy):
     """Group lasso by P-SGD over VFL (Castiglia et al., ICML 2023, baseline of Section 5)."""
 
     name = "group_lasso"
 
+    def __init__(self, cfg: DictConfig) -> None:
+        super().__init__(cfg)
+        self.lasso = typed(LassoSettings, cfg.strategy, "strategy", strict=False)
+
     @property
     def optimizer(self) -> dict:
         """The proximal phase's optimiser (``strategy.optimizer`` and ``strategy.lr``; null:
         ``training``'s)."""
-        s, t = self.cfg.strategy, self.cfg.training
-        return {"name": str(s.get("optimizer") or t.optimizer), "lr": float(s.get("lr") or t.lr)}
+        s, t = self.lasso, self.cfg.training
+        return {"name": str(s.optimizer or t.optimizer), "lr": float(s.lr or t.lr)}
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
         if not self.refitting:
             spec["optimizer"] = dict(self.optimizer)
-            spec["prox"] = {"lam": float(self.cfg.strategy.lam), "lr": self.optimizer["lr"]}
+            spec["prox"] = {"lam": self.lasso.lam, "lr": self.optimizer["lr"]}
         return spec
 
     def make_server_model(self, experiment: Experiment) -> ServerModel:
@@ -50,7 +73,7 @@ class GroupLasso(PathStrategy):
         return server
 
     def server_tau(self, scale: float) -> float:
-        return float(self.cfg.strategy.lam_server) * self.optimizer["lr"] * scale
+        return self.lasso.lam_server * self.optimizer["lr"] * scale
 
     def set_penalty(self, federation: Federation, scale: float) -> None:
         super().set_penalty(federation, scale)
@@ -65,9 +88,8 @@ class GroupLasso(PathStrategy):
 
     @property
     def lasso_epochs(self) -> int:
-        total = int(self.cfg.training.epochs)
-        lasso = self.cfg.strategy.get("lasso_epochs")
-        return total if lasso is None else min(int(lasso), total)
+        total, lasso = int(self.cfg.training.epochs), self.lasso.lasso_epochs
+        return total if lasso is None else min(lasso, total)
 
     def fit(
         self,

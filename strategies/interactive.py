@@ -2,7 +2,7 @@
 gradients go back (spec sections 3 and 4).
 
 :class:`VFL <vflfs.strategies.vfl.VFL>` trains through one :class:`InteractiveLayer` and never
-asks which one: :class:`PlainLayer` (``strategy.secure = none``: embeddings up, gradients down,
+asks which one: :class:`PlainLayer` (``secure=none``: embeddings up, gradients down,
 the server computes the layer) or :class:`~vflfs.strategies.secure_layer.SecureLayer`
 (``plaintext`` / ``paillier``: the split-weight protocol). Per batch a layer turns the step
 replies into the head's input ``z``; the top model steps on it
@@ -21,6 +21,8 @@ from vflfs.federation import Federation
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import STEP, BatchPlan, Body, Operation
 from vflfs.server_app.experiment import Experiment
+
+from .settings import SecureConfig
 
 
 class Pass(ABC):
@@ -129,12 +131,11 @@ def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarra
 
 
 def make_layer(
-    cfg, federation: Federation, experiment: Experiment, server: ServerModel
+    secure: SecureConfig, federation: Federation, experiment: Experiment, server: ServerModel
 ) -> InteractiveLayer:
-    """The interactive layer of ``strategy.secure`` (``none``: :class:`PlainLayer`)."""
-    from .secure_layer import make_secure_layer
-
-    mode = str(cfg.strategy.get("secure", "none") or "none")
-    if mode == "none":
+    """The interactive layer of ``secure.mode`` (``none``: :class:`PlainLayer`)."""
+    if not secure.enabled:
         return PlainLayer(server)
-    return make_secure_layer(mode, cfg, federation, experiment, server)
+    from .secure_layer import SecureLayer
+
+    return SecureLayer(secure, federation, experiment, server)

@@ -26,6 +26,8 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from vflfs.federation import Federation
@@ -36,11 +38,37 @@ from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import CountChoice
 from .gini import global_ranks
+from .registry import register
 from .result import RunResult
+from .settings import typed
 from .strategy import EpochCallback, log
 from .vfl import VFL
 
 
+@dataclass(frozen=True)
+class StageSettings:
+    """``strategy.server`` (stage 2) or ``strategy.party`` (stage 3): proximal SGD at ``lr``,
+    tau = ``lam`` x ``prox_lr``, ``epochs`` over the training rows in batches of
+    ``batch_size`` (None: training.batch_size). No defaults: the YAML files hold them."""
+
+    lam: float
+    lr: float
+    prox_lr: float
+    epochs: int
+    batch_size: int | None
+
+
+@dataclass(frozen=True)
+class PartyStageSettings(StageSettings):
+    """``strategy.party``: stage 3's proximal SGD and its local path (``path_points`` 0: the
+    fixed ``lam``)."""
+
+    path_points: int
+    path_tolerance: float
+    path_extend: int
+
+
+@register
 class LessVFL(CountChoice, VFL):
     """LESS-VFL (Castiglia et al., ICML 2023): the three stages, then VFL on what was kept."""
 
@@ -52,7 +80,14 @@ class LessVFL(CountChoice, VFL):
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        pre, total = cfg.strategy.pretrain_epochs, int(cfg.training.epochs)
+        s = cfg.strategy
+        self.stages: dict[str, StageSettings] = {
+            name: typed(kind, s[name], f"strategy.{name}")
+            for name, kind in (("server", StageSettings), ("party", PartyStageSettings))
+            if s.get(name) is not None
+        }
+        self.pretrain_patience = int(s.pretrain_patience)
+        pre, total = s.pretrain_epochs, int(cfg.training.epochs)
         if pre is not None and not 0 <= int(pre) < total:
             raise ConfigError(
                 f"strategy.pretrain_epochs must be null (until validation stops improving) or "
@@ -88,7 +123,7 @@ class LessVFL(CountChoice, VFL):
         total = int(self.cfg.training.epochs)
         self.stage = "pretrain"
         if self.pretrain_epochs is None:
-            self.patience = int(self.cfg.strategy.get("pretrain_patience") or 2)
+            self.patience = self.pretrain_patience
             self.start_reliably(federation, experiment, result, on_epoch, total)
             self.pretrain_epochs = result.best_from = len(result.history)
             self.patience = None
@@ -120,16 +155,9 @@ class LessVFL(CountChoice, VFL):
     def prox_sgd(self, section: str, experiment: Experiment) -> ProxSGD:
         """The proximal SGD settings of ``strategy.<section>`` (``server``: stage 2,
         ``party``: stage 3); a null batch size means ``training.batch_size``."""
-        s = self.cfg.strategy[section]
-        batch = s.get("batch_size") or self.cfg.training.batch_size
-        return ProxSGD(
-            float(s.lam),
-            float(s.lr),
-            float(s.prox_lr),
-            int(s.epochs),
-            int(batch),
-            experiment.seed,
-        )
+        s = self.stages[section]
+        batch = s.batch_size or int(self.cfg.training.batch_size)
+        return ProxSGD(s.lam, s.lr, s.prox_lr, s.epochs, batch, experiment.seed)
 
     def significant_components(
         self, federation: Federation, experiment: Experiment, result: RunResult
@@ -158,13 +186,14 @@ class LessVFL(CountChoice, VFL):
             for m, k in enumerate(keep):
                 self.server.keep_components(m, k)
                 self.widths[m] = len(k)
-            party = self.cfg.strategy.party
+            party = self.stages["party"]
+            assert isinstance(party, PartyStageSettings)
             requests = {
                 m: LocalSelectRequest(
                     components=k,
-                    path_points=int(party.get("path_points") or 0),
-                    path_tolerance=float(party.get("path_tolerance", 0.05)),
-                    path_extend=int(party.get("path_extend") or 0),
+                    path_points=party.path_points,
+                    path_tolerance=party.path_tolerance,
+                    path_extend=party.path_extend,
                     prox=p,
                 )
                 for m, k in enumerate(keep)

@@ -14,9 +14,11 @@ from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
 
 from .less_vfl import LessVFL
+from .registry import register
 from .result import RunResult
 
 
+@register
 class LocalLasso(LessVFL):
     """Local lasso (Castiglia et al., ICML 2023): each party's stage 3 on all its components.
 

@@ -59,7 +59,7 @@ from .vfl import VFL, party_importance
 class PathStrategy(VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
-    name = Strategy.name  # a skeleton: not a strategy of its own (else it would replace vfl)
+    name = Strategy.name  # a skeleton, not registered: not a strategy of its own
     refitting = False
     dense: Fitted  # the warm-up's model
     reported: Fitted | None = None  # the model the path's choice reports
@@ -382,7 +382,7 @@ class PathStrategy(VFL):
             self.setup_parties(federation, experiment)
         self.widths = [len(keep["components"]) for keep in self.refit_keep]
         self.server = VFL.make_server_model(self, experiment)
-        self.layer = make_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.secure, federation, experiment, self.server)
         for p, keep in zip(result.parties, self.refit_keep, strict=True):
             p.selected = list(keep["features"])
             p.selected_at_best = None

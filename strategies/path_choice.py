@@ -8,12 +8,14 @@ few sparser points whose refits the choice compares (:mod:`vflfs.strategies.path
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.server_app.experiment import Experiment
+
+from .settings import typed
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,9 @@ class PathSettings:
 
     @classmethod
     def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
-        given = dict(section or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(given) - names)
-        if unknown:
-            raise ValueError(
-                f"unknown strategy.path keys {unknown}; the settings are {sorted(names)}"
-            )
-        settings = cls(**given)
+        """``strategy.path`` typed (:func:`~vflfs.strategies.settings.typed`): these defaults
+        for the keys it leaves out (the one place they are set), unknown keys refused."""
+        settings = typed(cls, section, "strategy.path")
         if settings.refit_candidates < 1 or settings.candidate_slack < 1:
             raise ValueError(
                 f"strategy.path.refit_candidates and strategy.path.candidate_slack must be >= 1, "

@@ -14,9 +14,11 @@ from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
 
 from .gini_filter import SelectThenTrain
+from .registry import register
 from .result import RunResult
 
 
+@register
 class RandomFS(SelectThenTrain):
     """Keep a uniformly random ``keep_fraction`` of all features (seeded), then VFL."""
 

@@ -1,4 +1,4 @@
-"""The server's message flow of the secure interactive layer (``strategy.secure``).
+"""The server's message flow of the secure interactive layer (``secure=plaintext|paillier``).
 
 ``plaintext`` / ``paillier``: the interactive layer runs the split-weight protocol of
 :mod:`vflfs.ml.secure_layer` (its docstring says what each side sees); ``none`` is the plain
@@ -32,6 +32,7 @@ from vflfs.protocol.secure_layer import EVAL, TRAIN
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import InteractiveLayer, Pass
+from .settings import SecureConfig
 
 
 class SecureLayer(InteractiveLayer):
@@ -41,29 +42,25 @@ class SecureLayer(InteractiveLayer):
 
     def __init__(
         self,
-        mode: str,
+        secure: SecureConfig,
         federation: Federation,
         experiment: Experiment,
         server: ServerModel,
-        key_bits: int = 2048,
-        noise: float = 1.0,
-        lr: float = 0.1,
-        workers: int | None = None,
-        randomness: str = "djn",
     ) -> None:
         super().__init__(server)
-        self.mode, self.federation, self.lr = mode, federation, float(lr)
-        self.own = sl.make_cipher(mode, key_bits, workers, randomness)
+        mode, workers, randomness = secure.mode, secure.workers, secure.randomness
+        self.mode, self.federation, self.lr = mode, federation, secure.lr
+        self.own = sl.make_cipher(mode, secure.key_bits, workers, randomness)
         layers = server.model.interactive
         replies = federation.send(
             SECURE_SETUP,
             {
                 m: SecureSetupRequest(
                     mode=mode,
-                    key_bits=int(key_bits),
+                    key_bits=secure.key_bits,
                     server_key=self.own.public_bytes(),
                     width=int(layers[m].out_features),
-                    noise=float(noise),
+                    noise=secure.noise,
                     lr=self.lr,
                     workers=int(workers or 0),
                     randomness=randomness,
@@ -96,7 +93,7 @@ class SecureLayer(InteractiveLayer):
 
     def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
         if k > 0:  # the party's protocol ops address pending batch k by position
-            raise ValueError("strategy.secure needs training.local_steps = 1")
+            raise ValueError("the secure layer (secure=...) needs training.local_steps = 1")
         masks = {m: None if r.open is None else r.open[k] for m, r in replies.items()}
         wires = {m: r.cipher[k] for m, r in replies.items()}
         zs = self.secure_forward(wires, masks, TRAIN, rows)
@@ -161,23 +158,3 @@ class SecurePass(Pass):
 
     def gradients(self) -> list[np.ndarray]:
         return self.grads
-
-
-def make_secure_layer(
-    mode: str, cfg, federation: Federation, experiment: Experiment, server: ServerModel
-) -> SecureLayer:
-    """The secure layer of ``strategy.secure = mode`` and the ``strategy.secure_*`` keys."""
-    if int(cfg.training.local_steps) != 1:
-        raise ValueError("strategy.secure needs training.local_steps = 1")
-    s = cfg.strategy
-    return SecureLayer(
-        mode,
-        federation,
-        experiment,
-        server,
-        key_bits=int(s.get("secure_key_bits", 2048)),
-        noise=float(s.get("secure_noise", 1.0)),
-        lr=float(s.get("secure_lr", 0.1)),
-        workers=s.get("secure_workers"),
-        randomness=str(s.get("secure_randomness", "djn")),
-    )

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import fields
 from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vflfs.federation import Federation
 from vflfs.ml import paillier
 from vflfs.protocol import MaskRequest, Operation, ScoresRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
+
+from .settings import typed
 
 
 class ScoringParams(Protocol):
@@ -34,29 +35,15 @@ class ScoringParams(Protocol):
 
 
 class SectionConfig:
-    """Base of the frozen dataclasses of a ``strategy.<section>`` of integer settings."""
+    """Base of the frozen dataclasses of a ``strategy.<section>`` of settings."""
 
     section: ClassVar[str]
 
     @classmethod
     def from_cfg(cls, cfg: Mapping | DictConfig | None) -> Self:
-        """The known keys of the section (defaults for the missing), typos rejected; values are
-        integers, except in fields annotated ``str``."""
-        values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-        values = dict(values or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown key(s) {unknown} in strategy.{cls.section}; known: {sorted(known)}"
-            )
-        text = {f.name for f in fields(cls) if f.type in (str, "str")}
-        return cls(
-            **{
-                k: (None if v is None else str(v) if k in text else int(v))
-                for k, v in values.items()
-            }
-        )
+        """The section typed (:func:`~vflfs.strategies.settings.typed`): the defaults for the
+        missing keys, typos and values of the wrong type rejected, naming the key."""
+        return typed(cls, cfg, f"strategy.{cls.section}")
 
 
 def scoring_phase(federation: Federation, phase: str):

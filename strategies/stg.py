@@ -12,22 +12,27 @@ within the validation tolerance is chosen and refit (:mod:`vflfs.strategies.path
 
 from __future__ import annotations
 
+from omegaconf import DictConfig
+
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
+from .registry import register
+from .settings import GateSettings, typed
 
 
+@register
 class STG(PathStrategy):
     """VFL with Gaussian stochastic gates on every party's input features."""
 
     name = "stg"
 
-    def gate(self, lam: float) -> dict:
-        s = self.cfg.strategy
-        return {"sigma": float(s.sigma), "lam": float(lam), "reduce": str(s.reduce)}
+    def __init__(self, cfg: DictConfig) -> None:
+        super().__init__(cfg)
+        self.gating = typed(GateSettings, cfg.strategy, "strategy", strict=False)
 
     def gates(self) -> dict:
-        return {"input": self.gate(self.cfg.strategy.lambda_input)}
+        return {"input": self.gating.gate(self.gating.lambda_input)}
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
+from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
 from vflfs.ml.batches import chunked, epoch_batches
@@ -21,6 +22,7 @@ from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, SetupRequest
+from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import (
@@ -34,16 +36,19 @@ from .checkpoint import (
 )
 from .interactive import InteractiveLayer, make_layer
 from .local_steps import LocalSteps
+from .registry import register
 from .result import PartyReport, RunResult
+from .settings import SecureConfig
 from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
 from .strategy import EpochCallback, Strategy, log
 
 
+@register
 class VFL(Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
-    layer: InteractiveLayer  # the interactive layer: plain, or secure (strategy.secure)
+    layer: InteractiveLayer  # the interactive layer: plain, or secure (secure.mode)
     local: LocalSteps  # the K local steps in use (lowered if they blow up)
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
@@ -55,6 +60,15 @@ class VFL(Strategy):
     # that a model trained on past its loss minimum (more confident, same accuracy) is not
     # judged worse than one stopped earlier
     val_losses_at_lowest = None
+
+    def __init__(self, cfg: DictConfig) -> None:
+        super().__init__(cfg)
+        self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
+        if self.secure.enabled and cfg.training.local_steps != 1:
+            raise ConfigError(
+                f"the secure layer (secure={self.secure.mode}) needs training.local_steps=1, "
+                f"got {cfg.training.local_steps}"
+            )
 
     # -- setup ----------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:
@@ -86,7 +100,7 @@ class VFL(Strategy):
         steps = -(-len(experiment.splits.train) // int(t.batch_size))
         self.local = LocalSteps(int(t.local_steps), steps)
         self.server = self.make_server_model(experiment)
-        self.layer = make_layer(self.cfg, federation, experiment, self.server)
+        self.layer = make_layer(self.secure, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
         return result
 
@@ -235,7 +249,7 @@ class VFL(Strategy):
             with federation.traffic.in_phase("setup"):
                 self.setup_parties(federation, experiment)
             self.server = self.make_server_model(experiment)
-            self.layer = make_layer(self.cfg, federation, experiment, self.server)
+            self.layer = make_layer(self.secure, federation, experiment, self.server)
             result.best_from = first
 
     def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:

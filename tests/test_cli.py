@@ -145,6 +145,12 @@ def test_config_error_is_one_line_naming_the_key(tag, tmp_path):
     assert debug.returncode != 0 and "Traceback" in debug.stdout + debug.stderr
 
 
+def test_the_old_secure_key_is_refused_naming_the_new_one(tag, tmp_path):
+    result, text = vflfs_run(tag, tmp_path, "strategy.secure=paillier", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 1 and "Traceback" not in text
+    assert "use secure=<none|plaintext|paillier>" in text
+
+
 def test_output_folder_of_another_configuration_is_refused(tag, tmp_path):
     out = tmp_path / "out"
     common = (*TINY, "training.epochs=1", f"output_dir={out}", f"hydra.run.dir={tmp_path}/h")

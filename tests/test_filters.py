@@ -35,6 +35,7 @@ SMALL_KEY = {
     "gini_filter": "strategy.gini.key_bits=512",
     "fstat_filter": "strategy.fstat.key_bits=512",
     "random_fs": "",
+    "variance_filter": "",
 }
 
 
@@ -90,6 +91,24 @@ def test_random_fs_is_seeded(tmp_path):
         for i, extra in enumerate(["", "", "strategy.seed=1"])
     ]
     assert kept[0] == kept[1] != kept[2]
+
+
+def test_variance_filter_keeps_the_features_of_highest_variance(tmp_path):
+    """The worked example of docs/strategies.md (a strategy, its protocol module, its party
+    module, its YAML): the parties' own operation, then VFL on the features kept."""
+    summary, grid, experiment = run_filter(
+        "variance_filter", tmp_path, "strategy.keep_fraction=0.5"
+    )
+    rows = experiment.splits.train
+    plain = [X.astype(np.float64).var(axis=0) for X in views(experiment, rows)]
+    scores = [np.asarray(s) for s in summary["extra"]["filter"]["scores"]]
+    for got, expected in zip(scores, plain, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    kept = summary["extra"]["filter"]["kept"]
+    assert [k.tolist() for k in keep_best(plain, 0.5, lower_is_better=False)] == kept
+    assert [party.features.tolist() for party, _ in parties(grid)] == kept
+    # the variances, then the removal of the other features
+    assert summary["communication"]["phases"]["selection"]["round_trips"] == 2
 
 
 def exact_f(Xq: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -97,6 +97,9 @@ def test_the_cache_keeps_a_few_parties_of_the_latest_run():
     cache.put((2, 1), entry)  # another run: the earlier run's parties leave
     assert list(cache) == [(2, 1)]
     assert cache.get((2, 1), "n", 1) is None and len(cache) == 0  # stale: dropped
+    for node in (1, 2, 3, 4):  # a run of 4 parties, all in this process: every one stays
+        cache.put((3, node), entry, parties=4)
+    assert list(cache) == [(3, 1), (3, 2), (3, 3), (3, 4)]
 
 
 def test_jobs_in_one_process_leave_only_the_last_jobs_parties_cached(tmp_path):

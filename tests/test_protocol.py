@@ -89,9 +89,9 @@ def test_state_is_restored_from_context_when_the_cache_is_dropped(tmp_path, monk
     original = party_store.build_party
     builds = []
 
-    def counted(spec, rows):
+    def counted(spec, rows, parties=1):
         builds.append(1)
-        return original(spec, rows)
+        return original(spec, rows, parties)
 
     monkeypatch.setattr(party_store, "CACHE", party_store.PartyCache(size=0))
     monkeypatch.setattr(party_store, "build_party", counted)

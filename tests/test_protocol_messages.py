@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from vflfs.client_app.app import app as client_app
-from vflfs.client_app.registry import HOMES, load_operations, registered
+from vflfs.client_app.registry import HOMES, home, load_operations, registered
 from vflfs.client_app.registry import OPERATIONS as REGISTERED
 from vflfs.federation import Federation, LocalGrid, PartyError, decode, encode
 from vflfs.ml.batches import epoch_batches
 from vflfs.ml.embedding_selection import ProxSGD
 from vflfs.ml.gini import GiniParams
 from vflfs.protocol import (
+    ADDED,
     INFO,
     OPERATIONS,
     STEP,
@@ -118,9 +119,11 @@ def test_the_parties_serve_exactly_the_protocols_operations():
     assert INFO in OPERATIONS
     # the ClientApp imports each operation's module on its first message: the table is right
     homes = {op.name: module for module, ops in HOMES.items() for op in ops}
-    assert sorted(homes) == sorted(op.name for op in OPERATIONS)
+    added = {name: f"ops_{module}" for name, module in ADDED.items()}  # protocol/<module>.py's
+    assert sorted(homes | added) == sorted(op.name for op in OPERATIONS)
+    assert not set(homes) & set(added)
     for op in OPERATIONS:
-        assert REGISTERED[op.name].fn.__module__ == f"vflfs.client_app.{homes[op.name]}"
+        assert REGISTERED[op.name].fn.__module__ == f"vflfs.client_app.{home(op.name)}"
         assert registered(op) is REGISTERED[op.name]
 
 

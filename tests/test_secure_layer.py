@@ -1,4 +1,4 @@
-"""The secure interactive layer (``strategy.secure``; spec section 4, Algorithms 2-3)."""
+"""The secure interactive layer (``secure=plaintext|paillier``; spec section 4, Algorithms 2-3)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class Recorder:
 # Small widths keep Paillier affordable in tests (costs scale with e x width x batch).
 SMALL = (
     "training.epochs=3 training.batch_size=64 split.num_parties=2 "
-    "model.bottom.embedding_size=4 model.top.hidden=[8] strategy.secure_key_bits=512"
+    "model.bottom.embedding_size=4 model.top.hidden=[8] secure.key_bits=512"
 )
 
 
@@ -142,7 +142,7 @@ def test_masks_hide_the_values():
 
 
 def _run(mode, tmp_path, observers=None, strategy="vfl"):
-    cfg = tiny_config(f"{SMALL} strategy={strategy} strategy.secure={mode}")
+    cfg = tiny_config(f"{SMALL} strategy={strategy} secure={mode}")
     return run_local(cfg, tmp_path / f"{strategy}-{mode}", observers=observers)
 
 
@@ -217,7 +217,7 @@ def test_gated_strategies_run_secure(strategy, tmp_path):
     extra += " strategy.path.points=2 strategy.path.max_points=2 strategy.path.steps_per_point=12"
     results = {
         mode: run_local(
-            tiny_config(f"{SMALL} strategy={strategy} strategy.secure={mode}{extra}"),
+            tiny_config(f"{SMALL} strategy={strategy} secure={mode}{extra}"),
             tmp_path / mode,
         )
         for mode in ("none", "plaintext")
@@ -231,9 +231,8 @@ def test_the_server_prox_applies_through_the_secure_layer(lam_server, kept, tmp_
     """Group lasso's server-side prox runs after every step through the secure layer too (on
     the server's share W~): a threshold above any column's norm leaves no input column of the
     server's non-zero, so no embedding component counts as kept; without it all 2 x 4 do."""
-    plain = SMALL.replace("strategy.secure_key_bits=512", "")  # group_lasso has no such key
     cfg = tiny_config(
-        f"{plain} strategy=group_lasso strategy.path.enabled=false +strategy.secure=plaintext "
+        f"{SMALL} strategy=group_lasso strategy.path.enabled=false secure=plaintext "
         f"strategy.lam_server={lam_server}"
     )
     run_local(cfg, tmp_path)
@@ -243,7 +242,7 @@ def test_the_server_prox_applies_through_the_secure_layer(lam_server, kept, tmp_
 
 
 def test_secure_needs_one_local_step(tmp_path):
-    cfg = tiny_config(f"{SMALL} strategy.secure=plaintext training.local_steps=2")
+    cfg = tiny_config(f"{SMALL} secure=plaintext training.local_steps=2")
     with pytest.raises(Exception, match="local_steps"):
         run_local(cfg, tmp_path)
 

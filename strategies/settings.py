@@ -1,0 +1,130 @@
+"""Typed settings of the strategies' configuration sections, read once per strategy.
+
+A strategy builds its settings when it is constructed (:func:`typed`: OmegaConf's structured
+merge, so a value of the wrong type or a misspelt key is a :class:`ConfigError` naming the key)
+and its methods read typed attributes. :func:`store_schemas` puts the schemas whose defaults
+live here into Hydra's ConfigStore: the ``secure`` group's base (``conf/secure/*.yaml`` extend
+it) and the regularisation path (``strategy/path: default``, which the path strategies' YAML
+files name in their defaults lists). Hydra then rejects a typo such as ``secure.keybits=512``
+or ``strategy.path.pionts=3`` on the command line, before the run starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from vflfs.runtime.config import ConfigError, moved_secure_key
+
+T = TypeVar("T")
+
+SECURE_MODES = ("none", "plaintext", "paillier")
+RANDOMNESS = ("djn", "full")
+REDUCE = ("mean", "sum")
+
+
+def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
+    """``section`` (a DictConfig, a dict or None) as a ``cls`` dataclass: its defaults for the
+    keys it leaves out, values converted to the fields' types (``"3"`` for an int is 3).
+
+    ``strict``: a key that is no field of ``cls`` is an error (else ignored: a strategy
+    section may hold other strategies' keys, as sweeps over strategies set them). Errors are
+    :class:`ConfigError` naming ``where.<key>``."""
+    if isinstance(section, DictConfig):
+        values = OmegaConf.to_container(section, resolve=True)
+    else:
+        values = dict(section or {})
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - names)
+    if unknown and strict:
+        raise ConfigError(f"unknown {where} keys {unknown}; the settings are {sorted(names)}")
+    values = {k: v for k, v in values.items() if k in names}
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(schema(cls), values))  # type: ignore[return-value]
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", "") or ""
+        what = str(getattr(error, "msg", error)).splitlines()[0]
+        raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
+
+
+def one_of(where: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SecureConfig:
+    """``secure``: the secure interactive layer (spec section 4, Algorithms 2-3;
+    docs/secure_layer.md). ``conf/secure/<mode>.yaml`` selects the mode (``secure=paillier``);
+    the other settings' defaults are these."""
+
+    mode: str = "none"  # none | plaintext (the protocol unencrypted) | paillier
+    key_bits: int = 2048  # the parties' and the server's Paillier keys (smaller only in tests)
+    noise: float = 1.0  # std of the party's noise N on the weight gradient (hides W)
+    lr: float = 0.1  # SGD step of the interactive weights (the head keeps its optimiser)
+    randomness: str = "djn"  # djn (h_s^alpha, k/2-bit alpha; DJN) | full (r^n, ~1.5x slower)
+    workers: int | None = None  # Paillier processes (null: 1 on up to two CPUs, else all but 1)
+
+    def __post_init__(self) -> None:
+        one_of("secure.mode", self.mode, SECURE_MODES)
+        one_of("secure.randomness", self.randomness, RANDOMNESS)
+        if self.key_bits < 16:
+            raise ConfigError(f"secure.key_bits must be >= 16, got {self.key_bits}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "none"
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> SecureConfig:
+        """The run's ``secure`` section; a ``strategy.secure*`` key (their place before the
+        ``secure`` group) is an error naming the new key."""
+        old = sorted(k for k in (cfg.get("strategy") or {}) if str(k).startswith("secure"))
+        if old:
+            new = ", ".join(f"strategy.{k} -> {moved_secure_key(str(k))}" for k in old)
+            raise ConfigError(
+                f"the secure layer's settings are the `secure` group now: {new} "
+                f"(e.g. secure=paillier secure.key_bits=512)"
+            )
+        return typed(cls, cfg.get("secure"), "secure")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The stochastic gates of ``stg`` (input features) and ``fedsdg_fs`` (input features and
+    embedding components): ``strategy.sigma``, ``lambda_input``, ``lambda_embedding``,
+    ``reduce``. No defaults: ``conf/strategy/<name>.yaml`` holds them (the schema types them)."""
+
+    sigma: float
+    lambda_input: float
+    reduce: str
+    lambda_embedding: float | None = None  # fedsdg_fs's embedding-component gates
+
+    def __post_init__(self) -> None:
+        one_of("strategy.reduce", self.reduce, REDUCE)
+
+    def gate(self, lam: float) -> dict:
+        """One kind of gate's party settings at penalty ``lam``."""
+        return {"sigma": self.sigma, "lam": float(lam), "reduce": self.reduce}
+
+
+def store_schemas() -> None:
+    """Register the schemas above and the path's (defaults included) in Hydra's ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
+    from .path_choice import PathSettings
+
+    store = ConfigStore.instance()
+    store.store(group="secure", name="schema", node=schema(SecureConfig))
+    store.store(group="strategy/path", name="default", node=schema(PathSettings))
+
+
+def schema(cls: type) -> DictConfig:
+    """``cls``'s structured config, writable (a frozen dataclass would make every option
+    that sets one of its values fail)."""
+    node = OmegaConf.structured(cls)
+    OmegaConf.set_readonly(node, False)
+    return node

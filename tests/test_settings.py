@@ -1,0 +1,82 @@
+"""The strategies' typed settings: the ``secure`` group, the path's schema, the gates."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from vflfs.runtime.config import ConfigError, compose_config
+from vflfs.strategies import make_strategy
+from vflfs.strategies.path_choice import PathSettings
+from vflfs.strategies.settings import GateSettings, SecureConfig
+
+
+@pytest.mark.parametrize("strategy", ["stg", "fedsdg_fs", "group_lasso"])
+def test_the_path_defaults_are_the_schemas(strategy):
+    """``strategy.path`` comes from PathSettings (its one place), typed attributes built once."""
+    cfg = compose_config(f"strategy={strategy} strategy.path.points=3")
+    assert OmegaConf.to_container(cfg.strategy.path) == asdict(PathSettings(points=3))
+    assert make_strategy(cfg).path == PathSettings(points=3)
+
+
+@pytest.mark.parametrize("mode", ["none", "plaintext", "paillier"])
+def test_each_secure_option_sets_its_mode_over_the_schemas_defaults(mode):
+    cfg = compose_config(f"secure={mode} secure.key_bits=512")
+    assert SecureConfig.from_cfg(cfg) == SecureConfig(mode=mode, key_bits=512)
+    assert make_strategy(cfg).secure.enabled == (mode != "none")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        "strategy=stg strategy.path.pionts=3",  # a misspelt key
+        "strategy=stg strategy.path.points=abc",  # a value of the wrong type
+        "secure.keybits=512",
+        "secure.key_bits=abc",
+        "secure=rsa",  # no such option
+    ],
+)
+def test_hydra_refuses_typos_and_wrong_types(overrides):
+    with pytest.raises(ConfigCompositionException):
+        compose_config(overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "new"),
+    [
+        ("strategy.secure=paillier", "secure=<none|plaintext|paillier>"),
+        ("strategy.secure_key_bits=512", "secure.key_bits"),
+        ("+strategy.secure_lr=0.5", "secure.lr"),
+    ],
+)
+def test_the_old_secure_keys_name_the_new_ones(overrides, new):
+    with pytest.raises(ConfigError, match="the `secure` group") as error:
+        compose_config(overrides)
+    assert new in str(error.value)
+
+
+def test_a_config_with_the_old_keys_is_refused_naming_the_new_ones():
+    """An older run's configuration (strategy.secure_*) is not silently read as secure=none."""
+    cfg = OmegaConf.create({"strategy": {"name": "vfl", "secure": "paillier", "secure_lr": 0.5}})
+    with pytest.raises(ConfigError, match=r"strategy\.secure_lr -> secure\.lr"):
+        SecureConfig.from_cfg(cfg)
+
+
+def test_a_resolved_plain_config_builds_the_same_settings():
+    """``flwr run`` reads the resolved configuration from a file (no schema): same settings."""
+    cfg = compose_config("strategy=fedsdg_fs secure=plaintext strategy.path.growth=3")
+    plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    built, again = make_strategy(cfg), make_strategy(plain)
+    assert (built.path, built.secure, built.gating) == (again.path, again.secure, again.gating)
+    assert built.path.growth == 3.0 and built.gating == GateSettings(0.5, 1.0, "mean", 0.1)
+
+
+def test_values_are_converted_or_named_with_their_key():
+    assert PathSettings.from_cfg({"points": "3", "start": 1}).points == 3
+    with pytest.raises(ConfigError, match=r"strategy\.path\.points.*Integer"):
+        PathSettings.from_cfg({"points": "abc"})
+    with pytest.raises(ConfigError, match=r"secure\.randomness must be one of"):
+        SecureConfig(randomness="rsa")
