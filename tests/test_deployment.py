@@ -5,11 +5,11 @@ The session's shared stack (``conftest.deployment``: one HTTPS SuperLink with
 SuperNodes each naming its own party file in its node config, connected through the Fleet
 proxy of ``deploy/fleet_proxy.sh`` where nginx is installed) serves these tests. A short
 training on per-party files equals the in-process run of the original dataset; a SuperNode with
-an unregistered key is refused. Heavier (``-m heavy``): FedSDG-FS with its secure Gini phase
-equals the in-process run; a SuperNode killed mid-run ends the run with an error naming its
-party and no result files (on a stack of its own, since it kills a node). Longer
-(``-m extended``): a SuperNode paused past its heartbeats, its request reported lost by Flower,
-is sent the request again once it is back, and the run completes as the in-process one. Each
+an unregistered key is refused. Longer (``-m extended``): FedSDG-FS with its secure Gini
+phase equals the in-process run; a SuperNode killed mid-run ends the run with an error naming
+its party and no result files (on a stack of its own, since it kills a node); a SuperNode
+paused past its heartbeats, its request reported lost by Flower, is sent the request again
+once it is back, and the run completes as the in-process one. Each
 stack's teardown checks that every process it started is gone.
 """
 

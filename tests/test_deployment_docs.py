@@ -2,8 +2,8 @@
 folder swapped in), end to end: split, certificates, TLS SuperLink, registered SuperNodes with
 their own files, ``flwr run``, ``flwr ls``, shutdown.
 
-The guide starts its own stack, as a reader would, so this runs with the heavy scenarios
-(``-m heavy``); tests/test_deployment.py covers the same stack on every ``python -m pytest``."""
+The guide starts its own stack, as a reader would, so this runs with the longest scenarios
+(``-m extended``); tests/test_deployment.py covers the same stack on every ``python -m pytest``."""
 
 from __future__ import annotations
 
