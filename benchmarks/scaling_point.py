@@ -167,20 +167,12 @@ def measure_epoch(
     ``max_train_s``) and the epoch's closing evaluation round-trip; seconds, bytes and step
     rate, per epoch."""
     from vflfs.federation import MB as FED_MB
-    from vflfs.federation import Federation
     from vflfs.ml.batches import epoch_batches
     from vflfs.protocol import BatchPlan
-    from vflfs.server_app.run import poll_interval, prepare
+    from vflfs.server_app.run import make_federation, prepare
 
     experiment, strategy = prepare(cfg, out_dir)
-    f = cfg.federation
-    federation = Federation(
-        grid,
-        experiment.num_parties,
-        timeout=float(f.timeout),
-        connect_timeout=float(f.connect_timeout),
-        poll_interval=poll_interval(grid, cfg),
-    )
+    federation = make_federation(grid, experiment, cfg)
     traffic = federation.traffic
     with traffic.in_phase("setup"):
         federation.connect()

@@ -61,16 +61,7 @@ def run_experiment(
     start = time.perf_counter()
     experiment, strategy = prepare(cfg, out_dir)
     try:
-        f = cfg.federation
-        federation = Federation(
-            grid,
-            experiment.num_parties,
-            timeout=float(f.timeout),
-            connect_timeout=float(f.connect_timeout),
-            poll_interval=poll_interval(grid, cfg),
-            observers=observers,
-            outage_timeout=float(f.get("outage_timeout", 0)),
-        )
+        federation = make_federation(grid, experiment, cfg, observers)
         checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
         files.write_config(out_dir, cfg)
         log.info(
@@ -106,6 +97,22 @@ def resume_note(out_dir: Path, error: BaseException) -> str:
     if note:
         log.error(note)
     return note
+
+
+def make_federation(
+    grid: Grid, experiment: Experiment, cfg: DictConfig, observers: list[Observer] | None = None
+) -> Federation:
+    """The run's parties over ``grid``, with the ``federation.*`` timeouts and poll interval."""
+    f = cfg.federation
+    return Federation(
+        grid,
+        experiment.num_parties,
+        timeout=float(f.timeout),
+        connect_timeout=float(f.connect_timeout),
+        poll_interval=poll_interval(grid, cfg),
+        observers=observers,
+        outage_timeout=float(f.get("outage_timeout", 0)),
+    )
 
 
 def poll_interval(grid: Grid, cfg: DictConfig) -> float:
