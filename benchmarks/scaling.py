@@ -278,7 +278,8 @@ def parser() -> argparse.ArgumentParser:
         "--party-cache",
         type=int,
         default=0,
-        help="engine=local: live parties and data views a process keeps (0: the default, 8)",
+        help="engine=local: live parties and data views a process keeps (0: the default, "
+        "8 or the run's parties if more)",
     )
     p.add_argument("--rerun", action="store_true", help="run points measured before again")
     p.add_argument("--no-plots", action="store_true", help="write no PNG")

@@ -288,7 +288,8 @@ def run_simulation(cfg: DictConfig, steps: int, out: Path, max_train_s: float) -
 
 
 def set_party_cache(size: int) -> None:
-    """Let this process keep ``size`` live parties and data views (the project's default: 8).
+    """Let this process keep ``size`` live parties and data views (default: 8, or the run's
+    parties if more).
 
     ``local`` only: a simulation's parties live in Ray actors, which import the defaults."""
     from vflfs.client_app import data, party_store
