@@ -31,7 +31,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from vflfs.client_app.app import app as client_app
 from vflfs.federation import LocalGrid
-from vflfs.runtime.config import CONF_DIR, compose_config
+from vflfs.runtime.config import CONF_DIR, compose_config, register_schemas
 from vflfs.runtime.output_folder import holds_same_run
 from vflfs.server_app.run import run_experiment
 
@@ -54,6 +54,7 @@ POST_EPOCHS = 6
 
 def sweep_params(experiment: str) -> dict[str, list[str]]:
     """The experiment's ``hydra.sweeper.params``, each as a list of values."""
+    register_schemas()
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
