@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vflfs.runtime.config import compose_config
+from vflfs.strategies.registry import strategy_class
 
 
 @pytest.mark.parametrize(
@@ -29,3 +30,13 @@ def test_defaults_take_each_strategys_default_configuration(strategy):
     job = compose_config(["+experiment=less_vfl_phishing_defaults", f"strategy={strategy}"])
     plain = compose_config(["dataset=phishing", f"strategy={strategy}"])
     assert job.strategy == plain.strategy
+
+
+@pytest.mark.parametrize("setting", ["less_vfl_phishing", "less_vfl_sylva_uneven_defaults"])
+def test_every_strategy_of_the_sweep_reads_its_settings(setting):
+    """The sweep's strategies share one strategy section: each must accept it (local lasso
+    reads LESS-VFL's keys; group lasso its own and the path's)."""
+    for strategy in ["vfl", "group_lasso", "local_lasso", "less_vfl"]:
+        cfg = compose_config([f"+experiment={setting}", f"strategy={strategy}"])
+        built = strategy_class(strategy)(cfg)
+        assert built.name == strategy
