@@ -209,20 +209,25 @@ def defaults_rows(groups: dict[str, list[dict]], reference: float) -> list[list[
     return rows
 
 
-STAGES = ["warmup", "pretrain", "stage2", "path", "select", "refit", "dense"]
+STAGES = ["warmup", "pretrain", "stage2", "path", "select d", "select", "refit", "dense"]
 
 
 def breakdown(run: dict, reference: float) -> dict[str, float] | None:
     """Where the cost to target went: MB per stage up to the first epoch that meets the target
-    (stage 2's upload, phase ``stage2``, apart from the first epoch after it); None: never met."""
+    (stage 2's upload, phase ``stage2``, apart from the first epoch after it; ``select d``: the
+    count choice's first training, on all d features); None: never met."""
     h = run["history"]
     at = cost_to_target(h.assign(row=range(len(h))), reference, cost="row")
     if at is None:
         return None
     rows = h.iloc[: int(at) + 1]
-    spent = rows["mb"].diff().fillna(rows["mb"].iloc[0]).groupby(rows["stage"]).sum().to_dict()
+    stage = rows["stage"].copy()
+    tried = run["summary"]["extra"].get("count_choice", {}).get("tried")
+    if tried:  # the count choice's first training: all d features
+        stage[(stage == "select") & (rows["epoch"] < tried[0]["epochs"][1])] = "select d"
+    spent = rows["mb"].diff().fillna(rows["mb"].iloc[0]).groupby(stage).sum().to_dict()
     stage2 = run["summary"]["communication"]["phases"].get("stage2", {}).get("mb", 0.0)
-    after = [s for s in ("select", "dense") if s in spent]
+    after = [s for s in ("select d", "select", "dense") if s in spent]
     if stage2 and after:
         spent[after[0]] -= stage2
         spent["stage2"] = stage2
