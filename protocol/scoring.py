@@ -50,7 +50,8 @@ class MaskReply(Body):
 
 @dataclass(frozen=True)
 class GiniCombineRequest(Body):
-    """``[[sum_k u_ik^2]]`` per feature and bin: ``uint8`` (features, bins, bytes)."""
+    """``[[sum_k u_ik^2]]`` per feature and bin: ``uint8`` (features, bins, bytes); with two
+    classes ``[[sum_i a_i b_i]]`` per feature: (features, 1, bytes)."""
 
     squares: np.ndarray
     workers: int = 0
@@ -58,7 +59,8 @@ class GiniCombineRequest(Body):
 
 @dataclass(frozen=True)
 class GiniCombineReply(Body):
-    """``[[sum_i w_i sum_k n_ik^2]]`` per feature."""
+    """``[[sum_i w_i sum_k n_ik^2]]``, ``GiniParams.q_per_ct`` features packed per
+    ciphertext."""
 
     weighted: np.ndarray
 
