@@ -39,6 +39,7 @@ from gmpy2 import mpz
 
 from . import gini_product as product
 from .gini import GiniParams, bin_features, finish, fixed_weight
+from .gini_counts import Counts, pair_counts, with_last_class
 from .paillier import (
     ONE,
     PrivateKey,
@@ -153,7 +154,13 @@ def _mask_part(features: np.ndarray) -> list[tuple]:
             )
             for f in features
         ]
-    return [mask_feature(s["binned"][:, f], columns, totals, key, params) for f in features]
+    out = []
+    for f, g in zip(features[0::2], features[1::2], strict=False):  # bin sums by pairs
+        both = pair_counts(s["binned"][:, f], s["binned"][:, g], columns, totals, key, params.bins)
+        out += [mask_feature(None, columns, totals, key, params, counted=c) for c in both]
+    if len(features) % 2:
+        out.append(mask_feature(s["binned"][:, features[-1]], columns, totals, key, params))
+    return out
 
 
 def encrypted_counts(
@@ -172,27 +179,26 @@ def encrypted_counts(
             counts[i].append(value)
             rest = rest * value % n2
         counts[big][k] = totals[k] * gmpy2.invert(rest, n2) % n2
-    for i in range(b):
-        others = key.product(counts[i])
-        counts[i].append(key.plain(int(sizes[i])) * gmpy2.invert(others, n2) % n2)
-    return counts, sizes
+    return with_last_class(key, counts, sizes)
 
 
 def mask_feature(
-    bins_of: np.ndarray,
+    bins_of: np.ndarray | None,
     columns: list[list[mpz]],
     totals: list[mpz],
     key: PublicKey,
     params: GiniParams,
     masks: list[int] | None = None,
+    counted: Counts | None = None,
 ) -> tuple[list[mpz], mpz, list[int]]:
     """One feature's step 1: (packed ciphertexts, kept ciphertext, weights).
 
     ``masks`` (b*c values in slot order j = i*c + k) default to fresh CSPRNG draws; the packed
-    ciphertexts are re-randomised either way.
+    ciphertexts are re-randomised either way. ``counted``: the feature's [[n_ik]] and bin sizes
+    if summed already (:func:`.gini_counts.pair_counts`; then ``bins_of`` is not used).
     """
     b, c = params.bins, params.n_classes
-    counts, sizes = encrypted_counts(bins_of, columns, totals, key, b)
+    counts, sizes = counted or encrypted_counts(bins_of, columns, totals, key, b)
     r = masks or [random_bits(params.mask_range) for _ in range(params.slots)]
     flat = [counts[i][k] for i in range(b) for k in range(c)]
     packed = []

@@ -17,6 +17,7 @@ from vflfs.client_app.data import party_data
 from vflfs.client_app.ops_gini import stored_scores
 from vflfs.federation import DOWN, UP, Federation, LocalGrid
 from vflfs.federation.payload import decode
+from vflfs.ml import gini_counts as gp_counts
 from vflfs.ml import gini_product as gp
 from vflfs.ml import gini_secure as gs
 from vflfs.ml import paillier
@@ -227,6 +228,27 @@ def test_two_class_products_are_rerandomised_and_exact(djn):
     assert again[0] != again[1] and key.decrypt(again[0]) == key.decrypt(again[1])
     G = gs.server_finish(key, params, again[:1], 3)
     np.testing.assert_array_equal(G, gini_fixed_point(bins_of[:, None], y, 4, 2, F).repeat(3))
+
+
+def test_pair_counts_are_the_class_counts():
+    """Bin sums through the joint cells of two features: every [[n_ik]] of both, exactly (a
+    constant feature, a feature paired with its own copy, an empty bin)."""
+    key = paillier.generate_keys(512)
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 4, 50)
+    X = rng.normal(size=(50, 3))
+    X[:, 1] = 1.5
+    binned = bin_features(X, 5)
+    binned[binned == 4] = 3  # bin 4 empty
+    labels = gs.encrypt_labels(key, y, 4, 1, True)
+    columns = [labels[k::3] for k in range(3)]
+    totals = [key.public.product(col) for col in columns]
+    true = class_counts(binned, y, 5, 4)
+    for f, g in ((0, 1), (1, 2), (2, 2), (0, 2)):
+        both = gp_counts.pair_counts(binned[:, f], binned[:, g], columns, totals, key.public, 5)
+        for h, (counts, sizes) in zip((f, g), both, strict=True):
+            np.testing.assert_array_equal(sizes, true[h].sum(axis=1))
+            assert [[int(key.decrypt(c)) for c in row] for row in counts] == true[h].tolist()
 
 
 def test_packed_results_split_into_groups():
