@@ -63,7 +63,7 @@ def fstat(key, X, y, c: int, s: dict, total: int) -> None:
     enc = [key.encrypt(v) for v in [*weights, scale]]
     args = (key.public, params, kept, ret, enc, 1)
     values = timed(s, "fstat combine (party)", fs.party_combine, *args)
-    timed(s, "fstat finish (server)", fs.server_finish, key, params, scale, values)
+    timed(s, "fstat finish (server)", fs.server_finish, key, params, scale, values, X.shape[1])
 
 
 def main() -> None:

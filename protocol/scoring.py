@@ -78,7 +78,8 @@ class FStatCombineRequest(Body):
 
 @dataclass(frozen=True)
 class FStatCombineReply(Body):
-    """``[[omega (N sum_k v_k S_k^2 - 2^E S^2)]]`` per feature."""
+    """``[[omega (N sum_k v_k S_k^2 - 2^E S^2)]]``, ``FStatParams.v_per_ct`` features packed per
+    ciphertext."""
 
     values: np.ndarray
 
