@@ -9,6 +9,10 @@ of two classes with many features, the party's shifted labels once). Sizes: ARCE
 ``--rows 200 --classes 2 --total 10000``, COIL20 ``--rows 1440 --classes 20 --total 1024``::
 
     python -m benchmarks.secure_scoring_steps --rows 200 --classes 2 --features 50 --total 10000
+
+``--dataset coil20`` times the first ``--features`` columns of a downloaded benchmark (its
+first ``--rows`` rows and its classes) instead: real columns bin unevenly (COIL20's pixels
+have a large dark bin), which changes the party's cost.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vflfs.datasets.benchmarks import load_benchmark
+from vflfs.datasets.paths import resolve_data_dir
 from vflfs.ml import fstat_secure as fs
 from vflfs.ml import gini_product as gp
 from vflfs.ml import gini_secure as gs
@@ -41,7 +47,7 @@ def gini(key, X, y, c: int, s: dict, total: int) -> None:
     params = GiniParams(10, c, n, 52, 40, bits)
     labels = timed(s, "gini labels", gs.encrypt_labels, key, y, c, 1, params.djn)
     shifted = None  # what a party with ``total`` features does once (two classes, many features)
-    if params.product and gp.use_shifts(n, total):
+    if params.product and gp.use_shifts(params, total):
         shifted = timed(s, "gini labels shifted", gp.shift_labels, key.public, params, labels, 1)
     args = (X, labels, key.public, params, 1, shifted)
     masked = timed(s, "gini mask (party)", gs.party_mask, *args)
@@ -74,12 +80,19 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=10000, help="features extrapolated to")
     parser.add_argument("--key-bits", type=int, default=2048)
     parser.add_argument("--phases", default="gini,fstat", help="comma-separated")
+    parser.add_argument("--dataset", default=None, help="a downloaded benchmark, e.g. coil20")
+    parser.add_argument("--data-dir", default=None, help="default: $VFLFS_DATA_DIR")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     print(f"load average {np.round(os.getloadavg(), 2).tolist()}")
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(args.rows, args.features))
-    y = rng.integers(0, args.classes, args.rows)
+    if args.dataset:
+        data = load_benchmark(args.dataset, resolve_data_dir(args.data_dir))
+        X = np.asarray(data.X[: args.rows, : args.features], dtype=np.float64)
+        y, args.classes = np.asarray(data.y[: args.rows]), data.n_classes
+    else:
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(args.rows, args.features))
+        y = rng.integers(0, args.classes, args.rows)
     key = paillier.generate_keys(args.key_bits)
     paillier.djn_table(key.public.n)
     seconds: dict[str, float] = {}

@@ -55,10 +55,15 @@ from .paillier import (
 from .parallel import chunks, fork_map, shared
 
 
-def use_shifts(rows: int, features: int) -> bool:
-    """Shift the labels ahead (rows x bins_per_ct ciphertexts, ~pair_width bins_per_ct
-    squarings per row) when it pays: with at least twice as many features as rows."""
-    return features >= 2 * rows
+def use_shifts(params: GiniParams, features: int) -> bool:
+    """Shift the labels ahead (rows x bins_per_ct ciphertexts) when it pays: a feature's packing
+    then costs about N multiplications instead of ~pair_width bins_per_ct squarings, and the
+    shifts cost N pair_width (bins_per_ct - 1) squarings once; taken when the saving is at
+    least twice that (ARCENE: 200 rows, thousands of features per party; not MADELON's 2600
+    rows)."""
+    saving = params.pair_width * params.bins_per_ct - params.rows
+    once = params.rows * params.pair_width * (params.bins_per_ct - 1)
+    return saving > 0 and features * saving >= 2 * once
 
 
 def shift_labels(key: PublicKey, params: GiniParams, labels: list[mpz], workers: int) -> list:

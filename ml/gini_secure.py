@@ -8,7 +8,8 @@ Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1, with the masked squaring of E
 1. party (:func:`party_mask`): [[n_ik]] by additions of the server's [[A_ak]] (k < c-1; the last
    class is |U_i| minus the others); the b*c masked values u_ik = n_ik + r_ik travel packed in
    ``per_ct``-slot plaintexts, each ciphertext re-randomised. It keeps, for step 3,
-   [[-2 sum_i w_i sum_k r_ik n_ik - sum_i w_i sum_k r_ik^2]] and its weights w_i.
+   [[-2 sum_i w_i sum_k r_ik n_ik - sum_i w_i sum_k r_ik^2]] and its weights w_i. The bin
+   sums of two features come from their joint cells (:mod:`.gini_counts`).
 2. server (:func:`server_square`): decrypts u_ik (statistically masked) and returns one
    ciphertext per bin, [[sum_k u_ik^2]] (the party weighs bins, not classes).
 3. party (:func:`party_combine`): [[Q]] = sum_i w_i [[sum_k u_ik^2]] + the kept term, so
@@ -119,7 +120,7 @@ def party_mask(
     binned = bin_features(X, params.bins)
     totals = [key.product(col) for col in columns]
     prepare(key, params.djn)
-    if shifted is None and params.product and product.use_shifts(len(X), binned.shape[1]):
+    if shifted is None and params.product and product.use_shifts(params, binned.shape[1]):
         shifted = product.shift_labels(key, params, labels, workers)
     parts = fork_map(
         _mask_part,
