@@ -10,9 +10,9 @@ of two classes with many features, the party's shifted labels once). Sizes: ARCE
 
     python -m benchmarks.secure_scoring_steps --rows 200 --classes 2 --features 50 --total 10000
 
-``--dataset coil20`` times the first ``--features`` columns of a downloaded benchmark (its
-first ``--rows`` rows and its classes) instead: real columns bin unevenly (COIL20's pixels
-have a large dark bin), which changes the party's cost.
+``--dataset coil20`` times ``--features`` columns of a downloaded benchmark instead (pairs of
+neighbouring columns spread evenly over all, its first ``--rows`` rows, its classes): real
+columns bin unevenly (COIL20's pixels have a large dark bin), which changes the party's cost.
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def main() -> None:
     print(f"load average {np.round(os.getloadavg(), 2).tolist()}")
     if args.dataset:
         data = load_benchmark(args.dataset, resolve_data_dir(args.data_dir))
-        X = np.asarray(data.X[: args.rows, : args.features], dtype=np.float64)
+        starts = np.linspace(0, data.X.shape[1] - 2, -(-args.features // 2)).astype(int)
+        cols = np.stack([starts, starts + 1], axis=1).ravel()[: args.features]
+        X = np.asarray(data.X[: args.rows][:, cols], dtype=np.float64)
         y, args.classes = np.asarray(data.y[: args.rows]), data.n_classes
     else:
         rng = np.random.default_rng(0)
