@@ -201,6 +201,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
     p.add_argument(
+        "--shapes",
+        nargs="+",
+        metavar="NAME",
+        help="only these of the preset's shapes, by name (e.g. n5000_d500_c4_r10)",
+    )
+    p.add_argument(
         "--set",
         dest="extra",
         nargs="*",
@@ -218,6 +224,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("--epochs must be at least 1")
     logging.getLogger("vflfs").setLevel(logging.WARNING)
     shapes, seeds = PRESETS[args.preset]
+    if args.shapes:
+        names = [shape.name for shape in shapes]
+        unknown = sorted(set(args.shapes) - set(names))
+        if unknown:
+            raise SystemExit(f"--shapes: {unknown} not in the {args.preset} preset ({names})")
+        shapes = tuple(shape for shape in shapes if shape.name in args.shapes)
     jobs = plan(shapes, args.seeds or seeds, args.strategies)
     print(f"selection benchmark: {len(jobs)} jobs ({args.preset}) -> {args.out}", flush=True)
     run_benchmark(jobs, args.out, args.epochs, args.extra, lambda s: print(s, flush=True))
