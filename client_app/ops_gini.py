@@ -1,7 +1,8 @@
 """Party operations of the secure Gini phase (FedSDG-FS Algorithm 1; spec section 4).
 
 Three messages, in order: ``query.gini_mask`` (bin, sum [[A]] per bin, mask, pack, re-randomise),
-``query.gini_combine`` (turn the server's [[sum_k u_ik^2]] into [[sum_i w_i sum_k n_ik^2]]) and
+``query.gini_combine`` (turn the server's [[sum_k u_ik^2]], or with two classes its
+[[sum_i a_i b_i]], into [[sum_i w_i sum_k n_ik^2]], packed for several features) and
 ``query.gini_scores`` (keep this party's own scores). Between the first two the party keeps its
 weights and one ciphertext per feature in ``context.state``; its masks never leave it. The party
 must be set up (``query.setup``): it scores every feature of its full set on its training rows.

@@ -3,8 +3,9 @@ ANOVA F-statistic (spec sections 4 and 6).
 
 Each phase has three messages: ``*_mask`` (the server's public key and encrypted labels; the
 party returns its packed, masked per-feature ciphertexts), ``*_combine`` (the server's reply to
-those; the party returns one ciphertext per feature) and ``*_scores`` (the party's own
-features' scores). Ciphertexts travel as ``uint8`` arrays (:func:`vflfs.ml.paillier.to_wire`).
+those; the party returns its per-feature results, several packed per ciphertext) and
+``*_scores`` (the party's own features' scores). Ciphertexts travel as ``uint8`` arrays
+(:func:`vflfs.ml.paillier.to_wire`).
 """
 
 from __future__ import annotations
