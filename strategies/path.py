@@ -345,7 +345,12 @@ class PathStrategy(VFL):
             choice["fallback"] = "dense"
         else:
             chosen = pool[win - 1]
-            log.info("chosen after refits: path point %d, %d features", chosen.point, chosen.kept)
+            what = (
+                f"top {chosen.top_k} of the ranking"
+                if chosen.top_k
+                else f"path point {chosen.point}"
+            )
+            log.info("chosen after refits: %s, %d features", what, chosen.kept)
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """The reported model's feature importance (asked when it finished training)."""

@@ -196,21 +196,26 @@ def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     the winner (it lost); else, when no sparser model was refit, to the next sparser path
     point (the penalty still shrank it when it was scored); then a gap of 1.5x or more to the
     next denser model or path point (the penalty's doubling may drop weak relevant features
-    together with the noise). The dense model (``win`` 0) has no gap above. None once the
-    gaps are closed.
+    together with the noise); last, when nothing sparser was refit and the next sparser path
+    point is too close to the winner to probe, past it to the first path point 1.2x sparser
+    (a doubling can take a path from many columns to the relevant few in one point, scored
+    while still shrunk). The dense model (``win`` 0) has no gap above. None once the gaps are
+    closed.
     """
     a = kept[win]
     if a <= 0:
         return None
     tried = set(kept)
-    below = [k for k in kept if 0 < k < a] or [k for k in path_kept if 0 < k < a]
+    lost = [k for k in kept if 0 < k < a]
+    below = lost or [k for k in path_kept if 0 < k < a]
     if below and a - (low := max(below)) >= 2 and a / low >= 1.2:
         return _between(low, a, tried)
-    if win == 0:
-        return None
     above = [k for k in [*kept, *path_kept] if k > a]
-    if above and (up := min(above)) / a >= 1.5:
+    if win > 0 and above and (up := min(above)) / a >= 1.5:
         return _between(a, up, tried)
+    far = [k for k in path_kept if k > 0 and a / k >= 1.2]
+    if not lost and far:
+        return _between(max(far), a, tried)
     return None
 
 
