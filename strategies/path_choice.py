@@ -75,6 +75,11 @@ class PathPoint:
     def __post_init__(self) -> None:
         self.kept = sum(len(f) for f, c in zip(self.selected, self.components, strict=True) if c)
 
+    @property
+    def label(self) -> str:
+        """How the log names it."""
+        return f"top {self.top_k} of the ranking" if self.top_k else f"path point {self.point}"
+
     def row(self) -> dict:
         out = asdict(self)
         out["per_party"] = [
@@ -185,6 +190,24 @@ def good_scores(
 def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
     diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
     return float(diff.mean()) <= float(diff.std(ddof=1)) / math.sqrt(len(diff))
+
+
+def refit_rows(
+    scores: list[tuple[PathPoint, float]], losses: list[np.ndarray | None], good: list[int]
+) -> list[dict]:
+    """``results.json``'s record of each refit (the dense model, first, is not one)."""
+    return [
+        {
+            "point": p.point,
+            "top_k": p.top_k,
+            "kept": p.kept,
+            "val_metric": score,
+            "val_loss": None if loss is None else float(np.mean(loss)),
+            "good": i in good,
+        }
+        for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
+        if i > 0
+    ]
 
 
 def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
