@@ -286,7 +286,8 @@ def run(args: argparse.Namespace, console: Console) -> dict:
     kepoch = measure_vflfs(cfgk, runs / f"k{spe}")
     return {
         "setup": f"synthetic_madelon, {args.parties} parties, batch 128, {spe} steps/epoch, "
-        f"{args.epochs} epochs, {os.cpu_count()} CPUs",
+        f"{args.epochs} epochs, {os.cpu_count()} CPUs, {cfg1.get('threads') or 'default'} "
+        "torch thread(s) for each party, the server and the floor",
         "steps_per_epoch": spe,
         "backend_config": backend_config(cfg1),
         "floor": floor,

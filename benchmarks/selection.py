@@ -8,7 +8,10 @@ nothing tuned) and the same epoch budget through :func:`vflfs.server_app.run.run
 over a :class:`vflfs.federation.LocalGrid` (the real ClientApp in this process, as
 ``engine=local``). The oracle is the same model (``strategy=vfl``, one party) trained on the
 relevant columns alone, on the same rows and labels: the accuracy a perfect selection reaches
-with this model and budget.
+with this model and budget when one party holds every relevant column. The VFL oracle
+(``oracle_vfl``) keeps the relevant columns at the parties that hold them (the noise columns
+dropped, a party left without any dropped too): what a perfect selection reaches in the
+strategies' own federation, where each party's bottom model sees only its own columns.
 
     python -m benchmarks.selection --preset quick --out outputs/selection
     python -m benchmarks.selection --preset full --out outputs/selection_full --epochs 50
@@ -31,13 +34,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from vflfs.client_app.app import app as client_app
+from vflfs.datasets.teacher import teacher_relevant
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.results import RESULTS, is_complete
 from vflfs.server_app.run import run_experiment
 
-from .selection_table import ORACLE, job_row, write_tables
+from .selection_table import ORACLE, ORACLE_VFL, job_row, write_tables
 
 STRATEGIES = (
     "vfl",
@@ -76,6 +82,14 @@ class Shape:
     def signal_columns(self) -> int:
         """The relevant columns lie among these first columns (the first two parties')."""
         return sum(self.party_sizes()[:2])
+
+    def relevant_per_party(self, seed: int) -> list[int]:
+        """How many relevant columns each party holds (the last one: none)."""
+        relevant = teacher_relevant(
+            seed, self.n_features, self.n_relevant, relevant_within=self.signal_columns()
+        )
+        edges = np.cumsum([0, *self.party_sizes()])
+        return np.histogram(relevant, bins=edges)[0].astype(int).tolist()
 
     def dataset_overrides(self, seed: int) -> list[str]:
         return [
@@ -125,6 +139,11 @@ class Job:
         ]
         if self.strategy == ORACLE:
             split = ["strategy=vfl", "dataset.params.only_relevant=true", "split.num_parties=1"]
+        elif self.strategy == ORACLE_VFL:
+            held = [n for n in self.shape.relevant_per_party(self.seed) if n]
+            sizes = ",".join(map(str, held))
+            split = ["strategy=vfl", "dataset.params.only_relevant=true", "split=sizes"]
+            split += [f"split.sizes=[{sizes}]", f"split.num_parties={len(held)}"]
         else:
             sizes = ",".join(map(str, self.shape.party_sizes()))
             split = [f"strategy={self.strategy}", "split=sizes", f"split.sizes=[{sizes}]"]
@@ -133,12 +152,12 @@ class Job:
 
 
 def plan(shapes: Sequence[Shape], seeds: Sequence[int], strategies: Sequence[str]) -> list[Job]:
-    """Every job: per shape and seed, the oracle first, then each strategy."""
+    """Every job: per shape and seed, the two oracles first, then each strategy."""
     return [
         Job(shape, strategy, seed)
         for shape in shapes
         for seed in seeds
-        for strategy in (ORACLE, *strategies)
+        for strategy in (ORACLE, ORACLE_VFL, *strategies)
     ]
 
 
@@ -197,9 +216,15 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=STRATEGIES,
         default=list(STRATEGIES),
-        help="the strategies to run (default: all); the oracle always runs",
+        help="the strategies to run (default: all); the two oracles always run",
     )
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
+    p.add_argument(
+        "--shapes",
+        nargs="+",
+        metavar="NAME",
+        help="only these of the preset's shapes, by name (e.g. n5000_d500_c4_r10)",
+    )
     p.add_argument(
         "--set",
         dest="extra",
@@ -218,6 +243,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("--epochs must be at least 1")
     logging.getLogger("vflfs").setLevel(logging.WARNING)
     shapes, seeds = PRESETS[args.preset]
+    if args.shapes:
+        names = [shape.name for shape in shapes]
+        unknown = sorted(set(args.shapes) - set(names))
+        if unknown:
+            raise SystemExit(f"--shapes: {unknown} not in the {args.preset} preset ({names})")
+        shapes = tuple(shape for shape in shapes if shape.name in args.shapes)
     jobs = plan(shapes, args.seeds or seeds, args.strategies)
     print(f"selection benchmark: {len(jobs)} jobs ({args.preset}) -> {args.out}", flush=True)
     run_benchmark(jobs, args.out, args.epochs, args.extra, lambda s: print(s, flush=True))

@@ -82,11 +82,18 @@ class Advanced:
     selected: np.ndarray | None = None
 
 
-def advance(session: Session, grads: list[np.ndarray], batches: list, evaluate: bool) -> Advanced:
-    """Apply the gradients of the last batches, then embed the next ones (and, with
+def advance(
+    session: Session,
+    grads: list[np.ndarray],
+    batches: list,
+    evaluate: bool,
+    curvature: np.ndarray | None = None,
+) -> Advanced:
+    """Apply the gradients of the last batches (with K > 1, carried to the party's fresh
+    embeddings by the loss's ``curvature``), then embed the next ones (and, with
     ``evaluate``, the evaluation rows given at setup, after the update)."""
     party = session.party
-    party.apply_pending(grads)
+    party.apply_pending(grads, curvature)
     out = party.embed_batches([np.asarray(b) for b in batches])
     session.mark_changed("model", "optim", "pending")
     masks = [m for _, m in out] if out and out[0][1] is not None else None
@@ -110,7 +117,7 @@ def step(session: Session, request: StepRequest) -> StepReply:
     if request.evaluate:
         store.write_snapshot(session.store)
     batches = request.batch_rows(session.party.train_rows)
-    out = advance(session, request.grads, batches, request.evaluate)
+    out = advance(session, request.grads, batches, request.evaluate, request.curvature)
     return StepReply(
         embeddings=out.embeddings or None,
         open=out.masks,

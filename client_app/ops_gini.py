@@ -1,7 +1,8 @@
 """Party operations of the secure Gini phase (FedSDG-FS Algorithm 1; spec section 4).
 
 Three messages, in order: ``query.gini_mask`` (bin, sum [[A]] per bin, mask, pack, re-randomise),
-``query.gini_combine`` (turn the server's [[sum_k u_ik^2]] into [[sum_i w_i sum_k n_ik^2]]) and
+``query.gini_combine`` (turn the server's [[sum_k u_ik^2]], or with two classes its
+[[sum_i a_i b_i]], into [[sum_i w_i sum_k n_ik^2]], packed for several features) and
 ``query.gini_scores`` (keep this party's own scores). Between the first two the party keeps its
 weights and one ciphertext per feature in ``context.state``; its masks never leave it. The party
 must be set up (``query.setup``): it scores every feature of its full set on its training rows.
@@ -48,6 +49,9 @@ def gini_mask(session: Session, request: GiniMaskRequest) -> MaskReply:
             "kept": paillier.to_wire(masked.kept, key.nbytes),
             "weights": masked.weights,
             "djn": np.asarray([int(masked.djn)], dtype=np.int64),
+            "packing": np.asarray(
+                [int(masked.product), masked.q_width, masked.q_per_ct], dtype=np.int64
+            ),
         },
     )
     flat = [c for feature in masked.packed for c in feature]
@@ -56,20 +60,26 @@ def gini_mask(session: Session, request: GiniMaskRequest) -> MaskReply:
 
 @OPERATIONS.operation(GINI_COMBINE)
 def gini_combine(session: Session, request: GiniCombineRequest) -> GiniCombineReply:
-    """Step 3: [[sum_k u_ik^2]] per feature and bin into [[sum_i w_i sum_k n_ik^2]]."""
+    """Step 3: [[sum_k u_ik^2]] per feature and bin (two classes: [[sum_i a_i b_i]] per
+    feature) into [[sum_i w_i sum_k n_ik^2]], ``q_per_ct`` features per ciphertext."""
     key, pending = load_pending(
         session,
         PENDING,
         f"{GINI_COMBINE.name} before {GINI_MASK.name}: no masked values kept",
     )
+    product, q_width, q_per_ct = (int(v) for v in pending["packing"])
     masked = Masked(
         packed=[],
         kept=paillier.ciphertexts(pending["kept"]),
         weights=np.array(pending["weights"]),
         djn=bool(pending["djn"][0]),
+        product=bool(product),
+        q_width=q_width,
+        q_per_ct=q_per_ct,
     )
     squares = np.asarray(request.squares)
-    if squares.shape[:2] != masked.weights.shape:
+    features, bins = masked.weights.shape
+    if squares.shape[:2] != (features, 1 if product else bins):
         raise ValueError(f"squares of shape {squares.shape} for weights {masked.weights.shape}")
     per_feature = by_feature(squares)
     weighted = party_combine(key, masked, per_feature, resolve_workers(request.workers))

@@ -20,6 +20,7 @@ from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import load_optimizer_arrays, make_optimizer, optimizer_arrays
 from vflfs.ml.party_model import PartyModel
 from vflfs.ml.prox import ZERO, column_norms, group_lasso_prox_
+from vflfs.ml.stale_gradients import corrected_gradient
 
 from .flat_record import Buffer
 
@@ -99,6 +100,9 @@ class Party:
         self.pending: list[np.ndarray] = []  # rows of the batches whose gradients are due
         self.pending_seeds: list[int] = []  # their gate-noise seeds
         self.pending_open: list[np.ndarray | None] = []  # the components their embeddings sent
+        # with K > 1: the embeddings sent (full width, zero where not sent), which the
+        # stale gradients' correction starts from (vflfs.ml.stale_gradients)
+        self.pending_sent: list[np.ndarray] = []
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
         self._flat = FlatState()  # the model and optimiser in one buffer each, for saving
@@ -210,14 +214,18 @@ class Party:
         self.pending, self.pending_seeds = batches, self.batch_seeds(len(batches))
         out = [self.forward(b, s) for b, s in zip(batches, self.pending_seeds, strict=True)]
         self.pending_open = [mask for _, mask in out]
+        width = len(self.components)
+        self.pending_sent = [_full_width(e, m, width) for e, m in out] if len(batches) > 1 else []
         return out
 
-    def apply_pending(self, grads: list[np.ndarray]) -> None:
+    def apply_pending(self, grads: list[np.ndarray], curvature: np.ndarray | None = None) -> None:
         """Apply the server's gradients of the pending batches, one each, in order.
 
         With K > 1 local steps the embedding gates move between a batch's forward pass and the
         recomputation that applies its gradient; each gradient covers the components its
-        forward pass sent, kept with the batch.
+        forward pass sent, kept with the batch. With the loss's ``curvature`` along each
+        gradient, a batch applied after the party's own steps gets its stale gradient carried
+        to its fresh embedding (:func:`~vflfs.ml.stale_gradients.corrected_gradient`).
         """
         if len(grads) != len(self.pending):
             raise ValueError(
@@ -225,17 +233,28 @@ class Party:
                 "the server and party are out of step"
             )
         batches = zip(self.pending, self.pending_seeds, self.pending_open, grads, strict=True)
-        for rows, seed, sent, grad in batches:
-            self.apply_gradient(rows, grad, seed, sent)
+        for k, (rows, seed, sent, grad) in enumerate(batches):
+            stale = None
+            if k > 0 and curvature is not None and self.pending_sent:
+                stale = (self.pending_sent[k], float(curvature[k]))
+            self.apply_gradient(rows, grad, seed, sent, stale)
 
     def apply_gradient(
-        self, rows: np.ndarray, grad: np.ndarray, seed: int, sent: np.ndarray | None = None
+        self,
+        rows: np.ndarray,
+        grad: np.ndarray,
+        seed: int,
+        sent: np.ndarray | None = None,
+        stale: tuple[np.ndarray, float] | None = None,
     ) -> None:
         """Back-propagate dL/dg for ``rows`` (plus the gates' regulariser) and step.
 
         ``grad`` covers the components ``sent``: the embedding-gate mask of the forward pass
         the server saw (default: the components open in this recomputation; all without
         gates). Components closed now get no update from it, their gate being zero.
+        ``stale``: the embedding the server differentiated at (full width) and the loss's
+        curvature along ``grad``, to carry ``grad`` to this recomputation's embedding (skipped
+        if the party's components changed in between).
         """
         self.optimizer.zero_grad(set_to_none=True)
         with self._noise(seed):
@@ -247,6 +266,11 @@ class Party:
             full = grad_t
         else:
             full[:, torch.as_tensor(mask, device=self.device)] = grad_t
+        if stale is not None and stale[0].shape == tuple(out.shape):
+            embedded, curvature = stale
+            fresh = out if mask is None else out * torch.as_tensor(mask, device=self.device)
+            embedded_t = torch.as_tensor(embedded, device=self.device)
+            full = corrected_gradient(full, fresh, embedded_t, curvature)
         objective = (out * full).sum()
         penalty = self.model.penalty()
         if penalty is not None:
@@ -311,12 +335,15 @@ class Party:
 
     def _pending_arrays(self) -> dict[str, np.ndarray]:
         """Per pending batch its size and seed (``batches``, 2 x n), their rows back to back,
-        and the embedding-gate masks they sent (none without gates)."""
+        the embedding-gate masks they sent (none without gates) and, with K > 1, the
+        embeddings they sent, row by row (``sent``)."""
         batches = np.array([[len(r) for r in self.pending], self.pending_seeds], np.int64)
         rows = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
         out = {"batches": batches.reshape(2, -1), "rows": rows.astype(np.int64, copy=False)}
         if self.pending_open and self.pending_open[0] is not None:
             out["open"] = np.stack(self.pending_open).astype(bool, copy=False)
+        if self.pending_sent:
+            out["sent"] = np.concatenate(self.pending_sent)
         return out
 
     def _structure_arrays(self) -> dict[str, np.ndarray]:
@@ -342,7 +369,19 @@ class Party:
             self.pending_open = [np.array(m, dtype=bool) for m in masks]
         else:
             self.pending_open = [None] * len(self.pending)
+        sent = pending.get("sent")
+        splits = np.cumsum(sizes)[:-1]
+        self.pending_sent = [] if sent is None else list(np.split(np.array(sent), splits))
         self.steps_taken = int(steps)
+
+
+def _full_width(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
+    """Embeddings of the sent components back to full width (zeros where not sent)."""
+    if mask is None:
+        return values
+    full = np.zeros((len(values), width), dtype=values.dtype)
+    full[:, mask] = values
+    return full
 
 
 def _buffer(flat: Flat) -> Buffer:

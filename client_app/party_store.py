@@ -11,7 +11,8 @@ The party's records in ``context.state``:
   steps taken, rewritten at every save;
 * ``vflfs.spec``: the setup instructions as JSON, written at setup and when an operation
   changes them (a regularisation path's penalty, the end of a group-lasso phase);
-* ``vflfs.rows``: the server's training and evaluation rows, written at setup;
+* ``vflfs.rows``: the server's training and evaluation rows, written at setup, one bit per row
+  (:mod:`.row_sets`);
 * ``vflfs.model``, ``vflfs.optim``, ``vflfs.pending`` (the batches whose gradients are due),
   ``vflfs.structure`` (the features and components in use): one flat record each
   (:mod:`.flat_record`).
@@ -40,6 +41,7 @@ from vflfs.protocol import SETUP
 from .data import party_data
 from .flat_record import pack, unpack
 from .party import STATE_GROUPS, Party, PartySpec
+from .row_sets import pack_rows, unpack_rows
 
 META = "vflfs.meta"
 SPEC = "vflfs.spec"
@@ -164,7 +166,7 @@ class PartyStore:
                 "an older vflfs; fix: start the run afresh (rerun=true)"
             )
         spec = json.loads(str(state[SPEC]["json"]))
-        rows = {k: from_array(a) for k, a in state[ROWS].items()}
+        rows = {k: unpack_rows(from_array(a)) for k, a in state[ROWS].items()}
         party = build_party(spec, rows, self.parties)
         groups = {g: unpack(state[f"vflfs.{g}"]) for g in STATE_GROUPS}
         party.load_state_arrays(groups, int(meta["steps"]))
@@ -198,7 +200,7 @@ class PartyStore:
         if "spec" in self._changed:
             state[SPEC] = ConfigRecord({"json": json.dumps(self.spec)})
         if self._rows is not None:
-            state[ROWS] = ArrayRecord({k: to_array(v) for k, v in self._rows.items()})
+            state[ROWS] = ArrayRecord({k: to_array(pack_rows(v)) for k, v in self._rows.items()})
         groups = tuple(g for g in STATE_GROUPS if g in self._changed)
         for group, arrays in party.state_arrays(groups).items():
             name = f"vflfs.{group}"

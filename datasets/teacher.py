@@ -168,10 +168,7 @@ def load_teacher(
         relevant_within=int(n_features if relevant_within is None else relevant_within),
         distribution=str(distribution),
     )
-    streams = [
-        np.random.default_rng(s) for s in np.random.SeedSequence([int(seed), 0x7EAC]).spawn(5)
-    ]
-    signal, net, flips, noise, places = streams
+    signal, net, flips, noise, places = _streams(seed)
     Z = draw_features(shape.n_samples, shape.n_relevant, shape.distribution, signal)
     y = teacher_labels(shape, Z, net, flips)
     if only_relevant:
@@ -182,6 +179,36 @@ def load_teacher(
     X[:, relevant] = Z
     X[:, others] = draw_features(shape.n_samples, others.size, shape.distribution, noise)
     return make_dataset("teacher", X, y, relevant=relevant)
+
+
+def _streams(seed: int) -> list[np.random.Generator]:
+    """The separate random streams of ``seed``: signal, teacher, label noise, noise, places."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence([int(seed), 0x7EAC]).spawn(5)]
+
+
+def teacher_relevant(
+    seed: int,
+    n_features: int,
+    n_relevant: int,
+    relevant_placement: str = "random",
+    relevant_within: int | None = None,
+) -> np.ndarray:
+    """The relevant columns of :func:`load_teacher` with these parameters, without drawing
+    the data (the placement has a random stream of its own)."""
+    within = n_features if relevant_within is None else relevant_within
+    placement = TeacherShape(
+        n_samples=1,
+        n_features=int(n_features),
+        n_classes=2,
+        n_relevant=int(n_relevant),
+        hidden=1,
+        gain=1.0,
+        label_noise=0.0,
+        relevant_placement=str(relevant_placement),
+        relevant_within=int(within),
+        distribution="normal",
+    )
+    return relevant_columns(placement, _streams(seed)[4])
 
 
 def teacher_labels(

@@ -102,6 +102,17 @@ class FStatParams:
     def chunk(self, t: int) -> range:
         return range(t * self.per_ct, min((t + 1) * self.per_ct, self.n_classes))
 
+    @property
+    def v_width(self) -> int:
+        """Bits of a slot holding V <= 2^E M L (1 + 2^-E), L = prod_k n_k < 2^(c bits(N))."""
+        scale = self.n_classes * self.rows.bit_length()
+        return self.weight_bits + self.bound.bit_length() + scale + 2
+
+    @property
+    def v_per_ct(self) -> int:
+        """Features whose V share one returned plaintext."""
+        return (self.key_bits - 1) // self.v_width
+
     def omega(self, total: int, squares: int) -> int:
         """The party's variance weight round(2^E M / D), D = N sum x^2 - S^2 (0 if constant)."""
         d = self.rows * int(squares) - int(total) ** 2

@@ -15,7 +15,9 @@ of Erkin et al., PETS 2009), for the ANOVA F of :mod:`vflfs.ml.fstat`. Per featu
 3. party (:func:`party_combine`): [[T]] = [[sum v u^2]] - 2 sum_k r_k [[v_k u_k]] +
    sum_k r_k^2 [[v_k]] = [[sum_k v_k S_k^2]], then [[V]] = omega (N [[T]] - S^2 [[L]]),
    re-randomised; omega = round(2^E M / D) normalises by the party's own variance. The
-   server sends [[v_k]] and [[L]] encrypted: the class sizes stay its secret.
+   server sends [[v_k]] and [[L]] encrypted: the class sizes stay its secret. V >= 0 (it is
+   L N SSB times omega), below 2^v_width: ``v_per_ct`` features' V travel packed in one
+   ciphertext (Horner's rule), so the server decrypts one per group (it learns the same V).
 4. server: rho = V / (2^E M L) and F = (N - c) / (c - 1) rho / (1 - rho).
 
 Randomness (``params.djn``) as for the secure Gini: DJN ``h_s^alpha`` for every encryption and
@@ -26,12 +28,14 @@ party sees only ciphertexts, and its own features' F at the end.
 
 from __future__ import annotations
 
+import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
 from .fstat import FStatParams, f_from_rho, quantize
 from .gini_secure import encrypt_plain, prepare
 from .paillier import (
+    ONE,
     Plan,
     PrivateKey,
     PublicKey,
@@ -139,30 +143,37 @@ def party_combine(
 ) -> list[mpz]:
     """[[V]] per feature from the server's step-2 ciphertexts, [[v_0]]..[[v_{c-1}]], [[L]]."""
     prepare(key, params.djn)
-    tasks = chunks(len(returned), workers)
+    tasks = chunks(-(-len(returned) // params.v_per_ct), workers)
     inputs = {"key": key, "params": params, "kept": kept, "returned": returned}
     parts = fork_map(_combine_part, tasks, workers, enc_weights=enc_weights, **inputs)
     return [v for part in parts for v in part]
 
 
-def _combine_part(features: np.ndarray) -> list[mpz]:
+def _combine_part(groups: np.ndarray) -> list[mpz]:
     s = shared()
-    key, params = s["key"], s["params"]
-    out = []
-    for f in features:
-        *r, total, squares = (int(x) for x in s["kept"][f])
-        z, *vu = s["returned"][f]
-        *v_enc, scale = s["enc_weights"]
-        t = key.combine([z, *vu, *v_enc], [1, *[-2 * x for x in r], *[x * x for x in r]])
-        omega = params.omega(total, squares)
-        v = key.combine([t, scale], [params.rows * omega, -omega * total * total])
-        out.append(rerandomize(key, v, params.djn))
+    key, params, per = s["key"], s["params"], s["params"].v_per_ct
+    shift, out = ONE << params.v_width, []
+    for g in groups:
+        acc = None
+        for f in reversed(range(g * per, min((g + 1) * per, len(s["returned"])))):
+            *r, total, squares = (int(x) for x in s["kept"][f])
+            z, *vu = s["returned"][f]
+            *v_enc, scale = s["enc_weights"]
+            t = key.combine([z, *vu, *v_enc], [1, *[-2 * x for x in r], *[x * x for x in r]])
+            omega = params.omega(total, squares)
+            v = key.combine([t, scale], [params.rows * omega, -omega * total * total])
+            acc = v if acc is None else gmpy2.powmod(acc, shift, key.n2) * v % key.n2
+        out.append(rerandomize(key, acc, params.djn))
     return out
 
 
 def server_finish(
-    key: PrivateKey, params: FStatParams, scale: int, values: list[mpz]
+    key: PrivateKey, params: FStatParams, scale: int, values: list[mpz], features: int
 ) -> np.ndarray:
-    """F per feature from the decrypted V and the server's L."""
-    rhos = [params.rho(key.decrypt_signed(v), scale) for v in values]
+    """F per feature from the decrypted V (``v_per_ct`` per ciphertext) and the server's L."""
+    if len(values) != -(-features // params.v_per_ct):
+        raise ValueError(f"{len(values)} packed results for {features} features")
+    per, width = params.v_per_ct, params.v_width
+    v = [x for c in values for x in unpack_plain(key.decrypt(c), per, width)][:features]
+    rhos = [params.rho(x, scale) for x in v]
     return np.asarray([f_from_rho(r, params.rows, params.classes_present) for r in rhos])

@@ -106,9 +106,10 @@ class GiniParams:
             raise ValueError(f"gini weight_bits must be in 8..62, got {self.weight_bits}")
         if self.mask_bits < 20:
             raise ValueError(f"gini mask_bits must be >= 20, got {self.mask_bits}")
-        # sum_k u_ik^2 and Q = sum_i w_i sum_k n_ik^2 must stay below n
-        q_bits = self.weight_bits + int(self.rows).bit_length() + 2
-        if max(2 * self.width + self.n_classes.bit_length(), q_bits) >= self.key_bits - 1:
+        # sum_k u_ik^2 (sum_i a_i b_i) and Q = sum_i w_i sum_k n_ik^2 must stay below n
+        square = 2 * self.width + self.n_classes.bit_length()
+        product = self.pair_width + self.bins.bit_length()
+        if max(product if self.product else square, self.q_width) >= self.key_bits - 1:
             raise ValueError(f"a {self.key_bits}-bit key is too small for these Gini parameters")
 
     @property
@@ -137,4 +138,45 @@ class GiniParams:
 
     @property
     def chunks(self) -> int:
+        """Packed ciphertexts per feature (product form: :attr:`bins_per_ct` bins each)."""
+        if self.product:
+            return -(-self.bins // self.bins_per_ct)
         return -(-self.slots // self.per_ct)
+
+    # -- the product form (two classes, :mod:`vflfs.ml.gini_product`) --------------------------
+    @property
+    def product(self) -> bool:
+        """Two classes: one masked product per bin, one returned ciphertext per feature."""
+        return self.n_classes == 2
+
+    @property
+    def b_mask_range(self) -> int:
+        """The masks of b_i = 2 w_i n_i + r'_i are uniform in [0, 2^b_mask_range): 2 w_i n_i <=
+        2^(F+1) + |U_i| < 2^(max(F + 1, bits(N)) + 1), so b_i is hidden as a_i is."""
+        return max(self.weight_bits + 1, int(self.rows).bit_length()) + 1 + self.mask_bits
+
+    @property
+    def pair_width(self) -> int:
+        """Bits of one bin's slot pair (a_i, b_i) in the product form."""
+        return self.width + self.b_mask_range + 1
+
+    @property
+    def bins_per_ct(self) -> int:
+        return min(self.bins, (self.key_bits - 1) // self.pair_width)
+
+    @property
+    def returned(self) -> int:
+        """Ciphertexts the server returns per feature: one per bin, or one (product form)."""
+        return 1 if self.product else self.bins
+
+    # -- the packed results [[Q]] ----------------------------------------------------------------
+    @property
+    def q_width(self) -> int:
+        """Bits of a slot holding Q <= 2^F N + N^2 / 2."""
+        n_bits = int(self.rows).bit_length()
+        return max(self.weight_bits, n_bits) + n_bits + 2
+
+    @property
+    def q_per_ct(self) -> int:
+        """Features whose Q share one returned plaintext."""
+        return (self.key_bits - 1) // self.q_width

@@ -8,12 +8,17 @@ Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1, with the masked squaring of E
 1. party (:func:`party_mask`): [[n_ik]] by additions of the server's [[A_ak]] (k < c-1; the last
    class is |U_i| minus the others); the b*c masked values u_ik = n_ik + r_ik travel packed in
    ``per_ct``-slot plaintexts, each ciphertext re-randomised. It keeps, for step 3,
-   [[-2 sum_i w_i sum_k r_ik n_ik - sum_i w_i sum_k r_ik^2]] and its weights w_i.
+   [[-2 sum_i w_i sum_k r_ik n_ik - sum_i w_i sum_k r_ik^2]] and its weights w_i. The bin
+   sums of two features come from their joint cells (:mod:`.gini_counts`).
 2. server (:func:`server_square`): decrypts u_ik (statistically masked) and returns one
    ciphertext per bin, [[sum_k u_ik^2]] (the party weighs bins, not classes).
 3. party (:func:`party_combine`): [[Q]] = sum_i w_i [[sum_k u_ik^2]] + the kept term, so
    Q = sum_i w_i sum_k n_ik^2; re-randomised.
-4. server (:func:`server_finish`): G = 1 - Q / (N 2^F).
+4. server (:func:`server_finish`): G = 1 - Q / (N 2^F); the party packs ``q_per_ct`` features'
+   Q in one ciphertext (the server learns the same Q, with fewer decryptions).
+
+With two classes the party sends instead, per bin, a_i = n_i + r_i and b_i = 2 w_i n_i + r'_i
+and the server returns one ciphertext per feature, [[sum_i a_i b_i]] (:mod:`.gini_product`).
 
 Randomness (``params.djn``): with DJN randomness (the default) every encryption by the server and
 every re-randomisation by a party multiplies by ``h_s^alpha`` (:meth:`PublicKey.djn_obfuscator`,
@@ -33,7 +38,9 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
+from . import gini_product as product
 from .gini import GiniParams, bin_features, finish, fixed_weight
+from .gini_counts import Counts, pair_counts, with_last_class
 from .paillier import (
     ONE,
     PrivateKey,
@@ -58,6 +65,9 @@ class Masked:
     kept: list[mpz]  # per feature: [[-2 sum w r n - sum w r^2]]
     weights: np.ndarray  # (features, bins) int64: w_i
     djn: bool = True  # re-randomise with DJN obfuscators (params.djn)
+    product: bool = False  # two classes: the server returns [[sum_i a_i b_i]] (gini_product)
+    q_width: int = 64  # bits of a packed Q slot (params.q_width)
+    q_per_ct: int = 1  # features per returned [[Q]] (params.q_per_ct)
 
 
 def prepare(key: PublicKey, djn: bool) -> None:
@@ -92,9 +102,17 @@ def _encrypt_part(index: np.ndarray) -> list[mpz]:
 
 # -- party, step 1 ---------------------------------------------------------------------------------
 def party_mask(
-    X: np.ndarray, labels: list[mpz], key: PublicKey, params: GiniParams, workers: int
+    X: np.ndarray,
+    labels: list[mpz],
+    key: PublicKey,
+    params: GiniParams,
+    workers: int,
+    shifted: list | None = None,
 ) -> Masked:
-    """Bin the party's training rows ``X``, sum [[A]] per bin, mask, pack, re-randomise."""
+    """Bin the party's training rows ``X``, sum [[A]] per bin, mask, pack, re-randomise.
+
+    Two classes: ``shifted`` (:func:`.gini_product.shift_labels`) is made here when
+    :func:`.gini_product.use_shifts` says it pays, unless given."""
     c1 = params.n_classes - 1
     columns = [labels[k::c1] for k in range(c1)]
     if len(columns[0]) != len(X) or len(X) != params.rows:
@@ -102,6 +120,8 @@ def party_mask(
     binned = bin_features(X, params.bins)
     totals = [key.product(col) for col in columns]
     prepare(key, params.djn)
+    if shifted is None and params.product and product.use_shifts(params, binned.shape[1]):
+        shifted = product.shift_labels(key, params, labels, workers)
     parts = fork_map(
         _mask_part,
         chunks(binned.shape[1], workers),
@@ -111,6 +131,7 @@ def party_mask(
         totals=totals,
         key=key,
         params=params,
+        shifted=shifted,
     )
     out = [feature for part in parts for feature in part]
     return Masked(
@@ -118,15 +139,29 @@ def party_mask(
         kept=[o[1] for o in out],
         weights=np.asarray([o[2] for o in out], dtype=np.int64).reshape(-1, params.bins),
         djn=params.djn,
+        product=params.product,
+        q_width=params.q_width,
+        q_per_ct=params.q_per_ct,
     )
 
 
 def _mask_part(features: np.ndarray) -> list[tuple]:
     s = shared()
-    return [
-        mask_feature(s["binned"][:, f], s["columns"], s["totals"], s["key"], s["params"])
-        for f in features
-    ]
+    key, params, columns, totals = s["key"], s["params"], s["columns"], s["totals"]
+    if params.product:
+        return [
+            product.mask_feature(
+                s["binned"][:, f], columns[0], totals[0], key, params, s["shifted"]
+            )
+            for f in features
+        ]
+    out = []
+    for f, g in zip(features[0::2], features[1::2], strict=False):  # bin sums by pairs
+        both = pair_counts(s["binned"][:, f], s["binned"][:, g], columns, totals, key, params.bins)
+        out += [mask_feature(None, columns, totals, key, params, counted=c) for c in both]
+    if len(features) % 2:
+        out.append(mask_feature(s["binned"][:, features[-1]], columns, totals, key, params))
+    return out
 
 
 def encrypted_counts(
@@ -145,27 +180,26 @@ def encrypted_counts(
             counts[i].append(value)
             rest = rest * value % n2
         counts[big][k] = totals[k] * gmpy2.invert(rest, n2) % n2
-    for i in range(b):
-        others = key.product(counts[i])
-        counts[i].append(key.plain(int(sizes[i])) * gmpy2.invert(others, n2) % n2)
-    return counts, sizes
+    return with_last_class(key, counts, sizes)
 
 
 def mask_feature(
-    bins_of: np.ndarray,
+    bins_of: np.ndarray | None,
     columns: list[list[mpz]],
     totals: list[mpz],
     key: PublicKey,
     params: GiniParams,
     masks: list[int] | None = None,
+    counted: Counts | None = None,
 ) -> tuple[list[mpz], mpz, list[int]]:
     """One feature's step 1: (packed ciphertexts, kept ciphertext, weights).
 
     ``masks`` (b*c values in slot order j = i*c + k) default to fresh CSPRNG draws; the packed
-    ciphertexts are re-randomised either way.
+    ciphertexts are re-randomised either way. ``counted``: the feature's [[n_ik]] and bin sizes
+    if summed already (:func:`.gini_counts.pair_counts`; then ``bins_of`` is not used).
     """
     b, c = params.bins, params.n_classes
-    counts, sizes = encrypted_counts(bins_of, columns, totals, key, b)
+    counts, sizes = counted or encrypted_counts(bins_of, columns, totals, key, b)
     r = masks or [random_bits(params.mask_range) for _ in range(params.slots)]
     flat = [counts[i][k] for i in range(b) for k in range(c)]
     packed = []
@@ -211,6 +245,8 @@ def unmasked_slots(key: PrivateKey, params: GiniParams, packed: list[mpz]) -> li
 
 
 def square_feature(key: PrivateKey, params: GiniParams, packed: list[mpz]) -> list[mpz]:
+    if params.product:
+        return product.square_feature(key, params, packed)
     u, c = unmasked_slots(key, params, packed), params.n_classes
     return [
         owner_encrypt(key, sum(x * x for x in u[i * c : i * c + c]), params.djn)
@@ -222,11 +258,14 @@ def square_feature(key: PrivateKey, params: GiniParams, packed: list[mpz]) -> li
 def party_combine(
     key: PublicKey, masked: Masked, squares: list[list[mpz]], workers: int
 ) -> list[mpz]:
-    """[[Q]] per feature: sum_i w_i [[sum_k u_ik^2]] + the kept term, re-randomised."""
+    """[[Q]] per feature: sum_i w_i [[sum_k u_ik^2]] (product form: [[sum_i a_i b_i]]) + the
+    kept term; ``q_per_ct`` features' Q packed in one plaintext (Horner's rule, q_width
+    squarings per feature; Q is the result the server learns anyway), re-randomised."""
     prepare(key, masked.djn)
+    groups = -(-len(squares) // masked.q_per_ct)
     parts = fork_map(
         _combine_part,
-        chunks(len(squares), workers),
+        chunks(groups, workers),
         workers,
         key=key,
         masked=masked,
@@ -235,24 +274,35 @@ def party_combine(
     return [q for part in parts for q in part]
 
 
-def _combine_part(features: np.ndarray) -> list[mpz]:
+def _combine_part(groups: np.ndarray) -> list[mpz]:
     key, masked, squares = shared()["key"], shared()["masked"], shared()["squares"]
-    out = []
-    for f in features:
-        q = power_product(key, squares[f], [int(w) for w in masked.weights[f]])
-        out.append(rerandomize(key, q * masked.kept[f] % key.n2, masked.djn))
+    out, shift, per = [], mpz(1) << masked.q_width, masked.q_per_ct
+    for g in groups:
+        acc = None
+        for f in reversed(range(g * per, min((g + 1) * per, len(squares)))):
+            if masked.product:  # [[sum_i a_i b_i]]: the weights are inside already
+                q = squares[f][0] * masked.kept[f] % key.n2
+            else:
+                weights = [int(w) for w in masked.weights[f]]
+                q = power_product(key, squares[f], weights) * masked.kept[f] % key.n2
+            acc = q if acc is None else gmpy2.powmod(acc, shift, key.n2) * q % key.n2
+        out.append(rerandomize(key, acc, masked.djn))
     return out
 
 
 # -- server, step 4 ----------------------------------------------------------------------------
 def server_finish(
-    key: PrivateKey, params: GiniParams, weighted: list[mpz], workers: int = 1
+    key: PrivateKey, params: GiniParams, weighted: list[mpz], features: int, workers: int = 1
 ) -> np.ndarray:
-    """G(f) = 1 - Q / (N 2^F) for each feature's decrypted Q."""
+    """G(f) = 1 - Q / (N 2^F) for each of ``features`` features' decrypted Q (``q_per_ct``
+    per ciphertext)."""
+    if len(weighted) != -(-features // params.q_per_ct):
+        raise ValueError(f"{len(weighted)} packed results for {features} features")
     parts = fork_map(
         _finish_part, chunks(len(weighted), workers), workers, key=key, weighted=weighted
     )
-    q = [v for part in parts for v in part]
+    packed = [v for part in parts for v in part]
+    q = [v for m in packed for v in unpack_plain(m, params.q_per_ct, params.q_width)][:features]
     return np.asarray([finish(v, params.rows, params.weight_bits) for v in q])
 
 

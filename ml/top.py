@@ -80,6 +80,12 @@ class ServerModel:
         loss = self.head_step(self.model.interact(inputs), y)
         return loss, [e.grad.cpu().numpy() for e in inputs]
 
+    def loss(self, embeddings: Sequence[torch.Tensor], y: np.ndarray) -> torch.Tensor:
+        """The mean training loss of the top model on the parties' embeddings (a graph)."""
+        self.model.train()
+        out = self.model.head(self.model.interact(embeddings))
+        return self.task.loss(out, self.task.target(y).to(self.device))
+
     def head_step(
         self, z: torch.Tensor, y: np.ndarray, update: Callable[[], None] | None = None
     ) -> float:

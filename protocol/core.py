@@ -69,11 +69,13 @@ class BatchPlan:
 class StepRequest(Body):
     """The gradients of the pending batches (one array each), the next batches (their row
     indices in ``batches``, or their :class:`BatchPlan` in ``plan``), and whether to return
-    evaluation embeddings too (after the update)."""
+    evaluation embeddings too (after the update). With K > 1 local steps, ``curvature``: per
+    pending batch the loss's curvature along its gradient (:mod:`vflfs.ml.stale_gradients`)."""
 
     grads: list = field(default_factory=list)
     batches: list = field(default_factory=list)
     evaluate: bool = False
+    curvature: np.ndarray | None = None
     plan: BatchPlan | None = flat_field(BatchPlan, "plan_", int, optional=True)
 
     def batch_rows(self, train_rows: np.ndarray) -> list[np.ndarray]:

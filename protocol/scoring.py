@@ -3,8 +3,9 @@ ANOVA F-statistic (spec sections 4 and 6).
 
 Each phase has three messages: ``*_mask`` (the server's public key and encrypted labels; the
 party returns its packed, masked per-feature ciphertexts), ``*_combine`` (the server's reply to
-those; the party returns one ciphertext per feature) and ``*_scores`` (the party's own
-features' scores). Ciphertexts travel as ``uint8`` arrays (:func:`vflfs.ml.paillier.to_wire`).
+those; the party returns its per-feature results, several packed per ciphertext) and
+``*_scores`` (the party's own features' scores). Ciphertexts travel as ``uint8`` arrays
+(:func:`vflfs.ml.paillier.to_wire`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class MaskReply(Body):
 
 @dataclass(frozen=True)
 class GiniCombineRequest(Body):
-    """``[[sum_k u_ik^2]]`` per feature and bin: ``uint8`` (features, bins, bytes)."""
+    """``[[sum_k u_ik^2]]`` per feature and bin: ``uint8`` (features, bins, bytes); with two
+    classes ``[[sum_i a_i b_i]]`` per feature: (features, 1, bytes)."""
 
     squares: np.ndarray
     workers: int = 0
@@ -58,7 +60,8 @@ class GiniCombineRequest(Body):
 
 @dataclass(frozen=True)
 class GiniCombineReply(Body):
-    """``[[sum_i w_i sum_k n_ik^2]]`` per feature."""
+    """``[[sum_i w_i sum_k n_ik^2]]``, ``GiniParams.q_per_ct`` features packed per
+    ciphertext."""
 
     weighted: np.ndarray
 
@@ -76,7 +79,8 @@ class FStatCombineRequest(Body):
 
 @dataclass(frozen=True)
 class FStatCombineReply(Body):
-    """``[[omega (N sum_k v_k S_k^2 - 2^E S^2)]]`` per feature."""
+    """``[[omega (N sum_k v_k S_k^2 - 2^E S^2)]]``, ``FStatParams.v_per_ct`` features packed per
+    ciphertext."""
 
     values: np.ndarray
 

@@ -118,7 +118,7 @@ def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> lis
         )
     replies = federation.send(FSTAT_COMBINE, down)
     scores = [
-        server_finish(key, params, scale, paillier.ciphertexts(replies[m].values))
+        server_finish(key, params, scale, paillier.ciphertexts(replies[m].values), len(packed[m]))
         for m in range(len(replies))
     ]
     send_scores(federation, FSTAT_SCORES, scores)

@@ -122,7 +122,7 @@ def _protocol(
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
         squares[m] = paillier.to_wire(
-            [c for feature in sq for c in feature], nbytes, (len(sq), params.bins)
+            [c for feature in sq for c in feature], nbytes, (len(sq), params.returned)
         )
     replies = federation.send(
         GINI_COMBINE,
@@ -132,7 +132,9 @@ def _protocol(
         },
     )
     scores = [
-        server_finish(key, params, paillier.ciphertexts(replies[m].weighted), workers)
+        server_finish(
+            key, params, paillier.ciphertexts(replies[m].weighted), len(packed[m]), workers
+        )
         for m in range(len(replies))
     ]
     send_scores(federation, GINI_SCORES, scores)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from vflfs.federation import Federation
+from vflfs.ml.stale_gradients import curvature_along_gradient
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import STEP, BatchPlan, Body, Operation
 from vflfs.server_app.experiment import Experiment
@@ -41,6 +42,11 @@ class Pass(ABC):
     def gradients(self) -> list[np.ndarray]:
         """Per party, what goes down with its next step request."""
 
+    def curvature(self, server: ServerModel, y: np.ndarray) -> list[float]:
+        """Per party, the batch loss's curvature along its embedding gradient, at the top
+        model's state now (:mod:`vflfs.ml.stale_gradients`; K > 1 local steps)."""
+        raise NotImplementedError(f"{type(self).__name__} needs training.local_steps=1")
+
 
 class InteractiveLayer(ABC):
     """Both sides' part of the interactive layer; the server's weights live in the top model
@@ -57,12 +63,16 @@ class InteractiveLayer(ABC):
         grads: list[list[np.ndarray]],
         plan: BatchPlan | None,
         evaluate: bool,
+        curvature: list[np.ndarray] | None = None,
     ) -> dict[int, Body]:
         """One round-trip: the last gradients go down with the next batches' plan (and, at an
-        epoch boundary, the evaluation request); embeddings come back."""
+        epoch boundary, the evaluation request); embeddings come back. With K > 1 local
+        steps each party's gradients travel with their ``curvature``."""
         op = self.step_operation
+        extra = [{}] * len(grads) if curvature is None else [{"curvature": c} for c in curvature]
         requests = {
-            m: op.request(grads=g, plan=plan, evaluate=evaluate) for m, g in enumerate(grads)
+            m: op.request(grads=g, plan=plan, evaluate=evaluate, **extra[m])
+            for m, g in enumerate(grads)
         }
         return federation.send(op, requests)
 
@@ -111,6 +121,9 @@ class PlainPass(Pass):
         self, z: torch.Tensor, inputs: list[torch.Tensor], masks: list[np.ndarray | None]
     ) -> None:
         self.z, self.inputs, self.masks = z, inputs, masks
+
+    def curvature(self, server: ServerModel, y: np.ndarray) -> list[float]:
+        return curvature_along_gradient(lambda e: server.loss(e, y), self.inputs, self.masks)
 
     def gradients(self) -> list[np.ndarray]:
         """dL/dg_m of the components each party sent."""

@@ -2,15 +2,17 @@
 
 With ``training.local_steps = K`` the parties embed K batches at once; the server's K
 top-model steps see embeddings up to K - 1 party steps old and each party applies gradients
-up to K - 1 top-model steps old. At a large learning rate the two sides can over-correct the
-same error together: the training loss of an epoch climbs above where training started
-(measured on synthetic MADELON at ``lr = 0.01``, K = one epoch: epochs at a loss of 1.5-3
-where the uniform prediction costs 0.69). Whether a K keeps accuracy cannot be known before
-training (it depends on the data, the model and the learning rate, and only a K = 1 run
-answers it), so the run watches for this instead: an epoch whose mean training loss exceeds
-both the first epoch's and ``BLOWUP`` times the lowest so far halves K from the next epoch
-on. Each change is logged as a WARNING, recorded in ``results.json`` (``extra.local_steps``)
-and listed in its ``warnings``. K = 1 is never changed.
+up to K - 1 top-model steps old. Applied as they come, the two sides over-correct the same
+error together and the training loss of an epoch climbs above where training started
+(Phishing at ``lr = 0.01``, K = one epoch: epochs at a loss of 5-140 where the uniform
+prediction costs 0.69); :mod:`vflfs.ml.stale_gradients` carries each stale gradient to the
+party's fresh embedding and slows the top model within a round, which keeps K = one epoch on
+the measured sets (docs/deployment.md, section 7). Whether a K keeps accuracy still cannot be
+known before training (a learning rate can be too large for it), so the run watches for the
+blow-up: an epoch whose mean training loss exceeds both the first epoch's and ``BLOWUP``
+times the lowest so far halves K from the next epoch on. Each change is logged as a WARNING,
+recorded in ``results.json`` (``extra.local_steps``) and listed in its ``warnings``. K = 1 is
+never changed.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from .path_choice import (
     choose,
     choose_refit,
     good_models,
+    refit_rows,
     tolerance,
 )
 from .path_progress import Fitted, PathProgress, Refits
@@ -306,13 +307,10 @@ class PathStrategy(VFL):
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
             models.append(Fitted.now(federation, result, first, None, self.val_losses_at_lowest))
             scores.append((point, float(result.best["val_metric"])))
-            what = (
-                f"top {point.top_k} of the ranking" if point.top_k else f"path point {point.point}"
-            )
             log.info(
                 "refit %d (%s, %d features): validation %.4f",
                 i + 1,
-                what,
+                point.label,
                 point.kept,
                 scores[-1][1],
             )
@@ -320,18 +318,7 @@ class PathStrategy(VFL):
         win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
         choice = result.extra["path_choice"]
         choice["dense_good"] = 0 in good
-        choice["refits"] = [
-            {
-                "point": p.point,
-                "top_k": p.top_k,
-                "kept": p.kept,
-                "val_metric": score,
-                "val_loss": None if loss is None else float(np.mean(loss)),
-                "good": i in good,
-            }
-            for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
-            if i > 0
-        ]
+        choice["refits"] = refit_rows(scores, losses, good)
         choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
@@ -345,7 +332,7 @@ class PathStrategy(VFL):
             choice["fallback"] = "dense"
         else:
             chosen = pool[win - 1]
-            log.info("chosen after refits: path point %d, %d features", chosen.point, chosen.kept)
+            log.info("chosen after refits: %s, %d features", chosen.label, chosen.kept)
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """The reported model's feature importance (asked when it finished training)."""

@@ -75,6 +75,11 @@ class PathPoint:
     def __post_init__(self) -> None:
         self.kept = sum(len(f) for f, c in zip(self.selected, self.components, strict=True) if c)
 
+    @property
+    def label(self) -> str:
+        """How the log names it."""
+        return f"top {self.top_k} of the ranking" if self.top_k else f"path point {self.point}"
+
     def row(self) -> dict:
         out = asdict(self)
         out["per_party"] = [
@@ -187,6 +192,24 @@ def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
     return float(diff.mean()) <= float(diff.std(ddof=1)) / math.sqrt(len(diff))
 
 
+def refit_rows(
+    scores: list[tuple[PathPoint, float]], losses: list[np.ndarray | None], good: list[int]
+) -> list[dict]:
+    """``results.json``'s record of each refit (the dense model, first, is not one)."""
+    return [
+        {
+            "point": p.point,
+            "top_k": p.top_k,
+            "kept": p.kept,
+            "val_metric": score,
+            "val_loss": None if loss is None else float(np.mean(loss)),
+            "good": i in good,
+        }
+        for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
+        if i > 0
+    ]
+
+
 def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     """How many of the ranking's top features to refit next, or None.
 
@@ -196,21 +219,26 @@ def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     the winner (it lost); else, when no sparser model was refit, to the next sparser path
     point (the penalty still shrank it when it was scored); then a gap of 1.5x or more to the
     next denser model or path point (the penalty's doubling may drop weak relevant features
-    together with the noise). The dense model (``win`` 0) has no gap above. None once the
-    gaps are closed.
+    together with the noise); last, when nothing sparser was refit and the next sparser path
+    point is too close to the winner to probe, past it to the first path point 1.2x sparser
+    (a doubling can take a path from many columns to the relevant few in one point, scored
+    while still shrunk). The dense model (``win`` 0) has no gap above. None once the gaps are
+    closed.
     """
     a = kept[win]
     if a <= 0:
         return None
     tried = set(kept)
-    below = [k for k in kept if 0 < k < a] or [k for k in path_kept if 0 < k < a]
+    lost = [k for k in kept if 0 < k < a]
+    below = lost or [k for k in path_kept if 0 < k < a]
     if below and a - (low := max(below)) >= 2 and a / low >= 1.2:
         return _between(low, a, tried)
-    if win == 0:
-        return None
     above = [k for k in [*kept, *path_kept] if k > a]
-    if above and (up := min(above)) / a >= 1.5:
+    if win > 0 and above and (up := min(above)) / a >= 1.5:
         return _between(a, up, tried)
+    far = [k for k in path_kept if k > 0 and a / k >= 1.2]
+    if not lost and far:
+        return _between(max(far), a, tried)
     return None
 
 

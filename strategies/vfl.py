@@ -5,8 +5,9 @@ Concepts, Advances and Challenges", 2024): each step the server sends batch indi
 return embeddings, the server steps its top model and returns each party the gradient of the
 loss with respect to its embedding. The gradient of step t travels with the indices of step t+1.
 With ``training.local_steps = K`` the parties embed K batches per round and apply K (slightly
-stale) gradients on the next round (FedBCD, Liu et al. 2022); :mod:`.local_steps` halves a K
-whose training loss blows up. Early stopping on validation.
+stale) gradients on the next round (FedBCD, Liu et al. 2022), kept valid by
+:mod:`vflfs.ml.stale_gradients`; :mod:`.local_steps` halves a K whose training loss still
+blows up. Early stopping on validation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from vflfs.federation import MB, Federation
 from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.models import TopSpec
+from vflfs.ml.stale_gradients import round_learning_rate
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, SetupRequest
 from vflfs.runtime.config import ConfigError
@@ -50,6 +52,8 @@ class VFL(Strategy):
     name = "vfl"
     layer: InteractiveLayer  # the interactive layer: plain, or secure (secure.mode)
     local: LocalSteps  # the K local steps in use (lowered if they blow up)
+    # per party, the curvature that goes down with the pending gradients (K > 1; else None)
+    curvature: list[np.ndarray] | None = None
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
     stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
@@ -154,7 +158,8 @@ class VFL(Strategy):
         batches' plan (and, at an epoch boundary, the evaluation request); embeddings come
         back."""
         steps_sent(self, grads)  # the checkpoints count each party's gradient steps
-        return self.layer.exchange(federation, grads, plan, evaluate)
+        curvature, self.curvature = self.curvature, None
+        return self.layer.exchange(federation, grads, plan, evaluate, curvature)
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]
@@ -162,15 +167,26 @@ class VFL(Strategy):
         """The top model's steps on the returned embeddings, through the interactive layer;
         the gradients for each party (batch k's from the top model after its first k steps:
         with K local steps, later batches carry what the top model learnt from earlier ones;
-        docs/deployment.md compares taking all K before the steps)."""
+        docs/deployment.md compares taking all K before the steps).
+
+        A round of K > 1 batches keeps its stale gradients valid
+        (:mod:`vflfs.ml.stale_gradients`): the top model steps at ``lr / sqrt(K)``, and each
+        gradient goes down with the loss's curvature along it (:attr:`curvature`)."""
         losses: list[float] = []
         grads: list[list[np.ndarray]] = [[] for _ in replies]
-        for k, rows in enumerate(batches):
-            batch = self.layer.forward(replies, k, len(rows))
-            self.uploaded_floats += batch.uploaded
-            losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
-            for m, g in enumerate(batch.gradients()):
-                grads[m].append(g)
+        curvature: list[list[float]] = [[] for _ in replies]
+        local = len(batches) > 1
+        with round_learning_rate(self.server.optimizer, len(batches)):
+            for k, rows in enumerate(batches):
+                batch = self.layer.forward(replies, k, len(rows))
+                self.uploaded_floats += batch.uploaded
+                if local:
+                    for m, c in enumerate(batch.curvature(self.server, experiment.y[rows])):
+                        curvature[m].append(c)
+                losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
+                for m, g in enumerate(batch.gradients()):
+                    grads[m].append(g)
+        self.curvature = [np.asarray(c, np.float32) for c in curvature] if local else None
         return losses, grads
 
     def evaluate(self, experiment: Experiment, parts: list[np.ndarray]) -> dict:

@@ -192,6 +192,29 @@ def test_fstat_server_sees_only_masked_class_sums(fstat_run):
     assert checked == experiment.num_parties
 
 
+def test_fstat_results_travel_packed():
+    """V of v_per_ct features per returned ciphertext (three classes, two workers, a partial
+    last group): exact, and a wrong count of packed results is named."""
+    from vflfs.ml import fstat_secure as fs
+    from vflfs.ml.fstat import class_weights
+
+    key = paillier.generate_keys(512)
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 60)
+    params = FStatParams(3, 60, 3, 16, 56, 40, 512)
+    X = rng.normal(size=(60, 2 * params.v_per_ct + 1)) + y[:, None] * [[1.0]]
+    packed, kept = fs.party_mask(X, fs.encrypt_labels(key, y, params, 1), key.public, params, 2)
+    weights, scale = class_weights(y, 3)
+    returned = fs.server_square(key, params, weights, packed, 2)
+    enc = [key.encrypt(v) for v in [*weights, scale]]
+    values = fs.party_combine(key.public, params, kept, returned, enc, 2)
+    assert len(values) == 3
+    F = fs.server_finish(key, params, scale, values, X.shape[1])
+    np.testing.assert_array_equal(F, fstat_fixed_point(quantize(X, 16), y, params))
+    with pytest.raises(ValueError, match="packed results"):
+        fs.server_finish(key, params, scale, values, 1)
+
+
 def test_fstat_full_randomness_equals_plaintext_and_bad_randomness_is_named():
     from vflfs.runtime.config import ConfigError
     from vflfs.strategies.fstat_filter import FStatConfig

@@ -17,12 +17,15 @@ from vflfs.client_app.data import party_data
 from vflfs.client_app.ops_gini import stored_scores
 from vflfs.federation import DOWN, UP, Federation, LocalGrid
 from vflfs.federation.payload import decode
+from vflfs.ml import gini_counts as gp_counts
+from vflfs.ml import gini_product as gp
 from vflfs.ml import gini_secure as gs
 from vflfs.ml import paillier
 from vflfs.ml.gini import (
     GiniParams,
     bin_features,
     class_counts,
+    fixed_weight,
     gini_fixed_point,
     gini_scores,
 )
@@ -131,42 +134,52 @@ def test_server_sees_masked_counts_and_final_scores_only(madelon_run):
     params = GiniParams(10, 2, len(y), F, 40, 512)
     up = [(p, op, decode(c)) for d, p, op, c in recorder.messages if d == UP]
     for party, op, payload in up:
-        if op == GINI_MASK.name:
-            X = views(experiment, rows)[party][:, :40]
-            true = class_counts(bin_features(X, 10), y, 10, 2).reshape(40, -1)
-            packed = paillier.ciphertexts(payload["packed"][:40])
+        if op == GINI_MASK.name:  # two classes: per bin a = n + r, b = 2 w n + r'
+            X = views(experiment, rows)[party]
+            counts = class_counts(bin_features(X, 10), y, 10, 2)
+            n = counts[:, :, 0].astype(object)
+            w = np.vectorize(lambda z: fixed_weight(z, F), otypes=[object])(counts.sum(axis=2))
+            packed = paillier.ciphertexts(payload["packed"])
             per = params.chunks
-            u = np.asarray(
+            pairs = np.asarray(
                 [
-                    gs.unmasked_slots(key, params, packed[f * per : (f + 1) * per])
-                    for f in range(40)
+                    gp.unmasked_pairs(key, params, packed[f * per : (f + 1) * per])
+                    for f in range(X.shape[1])
                 ],
                 dtype=object,
             )
-            r = (u - true).astype(float) / 2**params.mask_range  # the masks, scaled to [0, 1)
-            assert (r >= 0).all() and (r < 1).all()
-            assert not (u == true).any()
-            assert (
-                abs(r.mean() - 0.5) < 0.05 and abs(np.corrcoef(r.ravel(), true.ravel())[0, 1]) < 0.1
-            )
-            assert len(set(u.ravel().tolist())) == u.size
-        elif op == GINI_COMBINE.name:
-            q = [int(key.decrypt(c)) for c in paillier.ciphertexts(payload["weighted"])]
-            G = [1 - v / (len(y) << F) for v in q]
+            for seen, true, bits in (
+                (pairs[:, :, 0], n, params.mask_range),
+                (pairs[:, :, 1], 2 * w * n, params.b_mask_range),
+            ):
+                r = (seen - true).astype(float) / 2**bits  # the masks, scaled to [0, 1)
+                assert (r >= 0).all() and (r < 1).all()
+                assert not (seen == true).any()
+                assert abs(r.mean() - 0.5) < 0.05
+                assert abs(np.corrcoef(r.ravel(), true.astype(float).ravel())[0, 1]) < 0.1
+                assert len(set(seen.ravel().tolist())) == seen.size
+        elif op == GINI_COMBINE.name:  # Q of q_per_ct features per ciphertext: G, nothing else
+            packed = [int(key.decrypt(c)) for c in paillier.ciphertexts(payload["weighted"])]
+            slots = [paillier.unpack_plain(m, params.q_per_ct, params.q_width) for m in packed]
+            q = [v for slot in slots for v in slot]
+            assert len(packed) == -(-len(scores[party]) // params.q_per_ct) < len(scores[party])
+            assert not any(q[len(scores[party]) :])  # unused slots are empty
+            G = [1 - v / (len(y) << F) for v in q[: len(scores[party])]]
             np.testing.assert_allclose(G, scores[party], rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("djn", [True, False])
 def test_rerandomisation_hides_which_ciphertexts_were_summed(djn):
     key = paillier.generate_keys(512)
-    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
-    params = GiniParams(2, 2, 8, F, 40, 512, djn)
-    labels = gs.encrypt_labels(key, y, 2, workers=1, djn=djn)
-    bins_of = np.array([0, 0, 1, 1, 1, 0, 1, 1])
-    masks = [5, 6, 7, 8]
-    args = (bins_of, [labels], [key.public.product(labels)], key.public, params, masks)
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1, 2])
+    params = GiniParams(2, 3, 9, F, 40, 512, djn)
+    labels = gs.encrypt_labels(key, y, 3, workers=1, djn=djn)
+    columns, bins_of = [labels[0::2], labels[1::2]], np.array([0, 0, 1, 1, 1, 0, 1, 1, 0])
+    totals = [key.public.product(col) for col in columns]
+    masks = [5, 6, 7, 8, 9, 10]
+    args = (bins_of, columns, totals, key.public, params, masks)
     first, second = gs.mask_feature(*args), gs.mask_feature(*args)
-    counts, _ = gs.encrypted_counts(bins_of, [labels], [key.public.product(labels)], key.public, 2)
+    counts, _ = gs.encrypted_counts(bins_of, columns, totals, key.public, 2)
     bare = paillier.pack(key.public, [c for row in counts for c in row], params.width)
     bare = bare * key.public.plain(paillier.pack_plain(masks, params.width)) % key.public.n2
     assert first[0] != second[0] and bare not in (first[0][0], second[0][0])
@@ -179,8 +192,81 @@ def test_rerandomisation_hides_which_ciphertexts_were_summed(djn):
     bare_q = key.public.combine(squares[0], first[2]) * first[1] % key.public.n2
     assert again[0] != again[1] and bare_q not in again
     assert key.decrypt(again[0]) == key.decrypt(again[1]) == key.decrypt(bare_q)
-    G = gs.server_finish(key, params, again)
-    np.testing.assert_array_equal(G, gini_fixed_point(bins_of[:, None], y, 2, 2, F).repeat(2))
+    G = gs.server_finish(key, params, again[:1], 1)
+    np.testing.assert_array_equal(G, gini_fixed_point(bins_of[:, None], y, 2, 3, F))
+
+
+@pytest.mark.parametrize("djn", [True, False])
+def test_two_class_products_are_rerandomised_and_exact(djn):
+    """Two classes: (a_i, b_i) = (n_i + r_i, 2 w_i n_i + r'_i) packed, re-randomised; the
+    server's [[sum_i a_i b_i]] and the kept term give Q exactly, shifted labels or not."""
+    key = paillier.generate_keys(512)
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+    params = GiniParams(4, 2, 8, F, 40, 512, djn)
+    assert params.product and params.returned == 1 and params.chunks == 2  # 3 + 1 bins
+    labels = gs.encrypt_labels(key, y, 2, workers=1, djn=djn)
+    bins_of, total = np.array([0, 0, 1, 3, 1, 0, 3, 1]), key.public.product(labels)
+    r, s = [5, 6, 7, 8], [9, 10, 11, 12]
+    shifted = gp.shift_labels(key.public, params, labels, 1)
+    outs = [
+        gp.mask_feature(bins_of, labels, total, key.public, params, shift, (r, s))
+        for shift in (None, None, shifted)
+    ]
+    assert outs[0][0] != outs[1][0] != outs[2][0]  # fresh randomness each time
+    assert outs[0][1] == outs[1][1] == outs[2][1]  # the kept term: the party's own
+    n = [(y[bins_of == i] == 0).sum() for i in range(4)]
+    w = [fixed_weight((bins_of == i).sum(), F) for i in range(4)]
+    expected = [(n[i] + r[i], 2 * w[i] * n[i] + s[i]) for i in range(4)]
+    for packed, _, weights in outs:
+        assert weights == w and gp.unmasked_pairs(key, params, packed) == expected
+    returned = gs.server_square(key, params, [o[0] for o in outs], 1)
+    assert [len(v) for v in returned] == [1, 1, 1]
+    assert key.decrypt(returned[0][0]) == sum(a * b for a, b in expected)
+    masked = gs.Masked([], [o[1] for o in outs], np.asarray([o[2] for o in outs]), djn, True)
+    masked.q_width, masked.q_per_ct = params.q_width, params.q_per_ct
+    again = [gs.party_combine(key.public, masked, returned, 1)[0] for _ in range(2)]
+    assert again[0] != again[1] and key.decrypt(again[0]) == key.decrypt(again[1])
+    G = gs.server_finish(key, params, again[:1], 3)
+    np.testing.assert_array_equal(G, gini_fixed_point(bins_of[:, None], y, 4, 2, F).repeat(3))
+
+
+def test_pair_counts_are_the_class_counts():
+    """Bin sums through the joint cells of two features: every [[n_ik]] of both, exactly (a
+    constant feature, a feature paired with its own copy, an empty bin)."""
+    key = paillier.generate_keys(512)
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 4, 50)
+    X = rng.normal(size=(50, 3))
+    X[:, 1] = 1.5
+    binned = bin_features(X, 5)
+    binned[binned == 4] = 3  # bin 4 empty
+    labels = gs.encrypt_labels(key, y, 4, 1, True)
+    columns = [labels[k::3] for k in range(3)]
+    totals = [key.public.product(col) for col in columns]
+    true = class_counts(binned, y, 5, 4)
+    for f, g in ((0, 1), (1, 2), (2, 2), (0, 2)):
+        both = gp_counts.pair_counts(binned[:, f], binned[:, g], columns, totals, key.public, 5)
+        for h, (counts, sizes) in zip((f, g), both, strict=True):
+            np.testing.assert_array_equal(sizes, true[h].sum(axis=1))
+            assert [[int(key.decrypt(c)) for c in row] for row in counts] == true[h].tolist()
+
+
+def test_packed_results_split_into_groups():
+    """[[Q]] of q_per_ct features per ciphertext, over workers; a partial last group."""
+    key = paillier.generate_keys(512)
+    params = GiniParams(10, 3, 50, F, 40, 512)
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(50, 2 * params.q_per_ct + 1)), rng.integers(0, 3, 50)
+    labels = gs.encrypt_labels(key, y, 3, 1, True)
+    masked = gs.party_mask(X, labels, key.public, params, 2)
+    weighted = gs.party_combine(
+        key.public, masked, gs.server_square(key, params, masked.packed, 2), 2
+    )
+    assert len(weighted) == 3
+    G = gs.server_finish(key, params, weighted, X.shape[1], 2)
+    np.testing.assert_array_equal(G, gini_fixed_point(X, y, 10, 3, F))
+    with pytest.raises(ValueError, match="packed results"):
+        gs.server_finish(key, params, weighted[:2], X.shape[1])
 
 
 @pytest.mark.parametrize("djn", [True, False])
@@ -209,10 +295,10 @@ def test_randomness_setting_is_followed_by_both_sides(djn, monkeypatch):
     params = GiniParams(4, 3, 40, F, 40, 512, djn)
     masked = gs.party_mask(X, gs.encrypt_labels(key, y, 3, 1, djn), key.public, params, 1)
     squares = gs.server_square(key, params, masked.packed, 1)
-    G = gs.server_finish(key, params, gs.party_combine(key.public, masked, squares, 1))
+    G = gs.server_finish(key, params, gs.party_combine(key.public, masked, squares, 1), 3)
     np.testing.assert_array_equal(G, gini_fixed_point(X, y, 4, 3, F))
-    # labels 40 x 2, one packed ciphertext per feature, 4 squares and one [[Q]] per feature
-    expected = 40 * 2 + 3 * (params.chunks + 4 + 1)
+    # labels 40 x 2, per feature its packed ciphertexts and 4 squares, one [[Q]] for all three
+    expected = 40 * 2 + 3 * (params.chunks + 4) + 1
     assert calls == ({"djn": expected, "full": 0} if djn else {"djn": 0, "full": expected})
 
 
@@ -259,7 +345,7 @@ def test_many_classes_and_chunked_slots(n_classes, workers, djn):
     masked = gs.party_mask(X, labels, key.public, params, workers)
     squares = gs.server_square(key, params, masked.packed, workers)
     weighted = gs.party_combine(key.public, masked, squares, workers)
-    G = gs.server_finish(key, params, weighted, workers)
+    G = gs.server_finish(key, params, weighted, 5, workers)
     np.testing.assert_array_equal(G, gini_fixed_point(X, y, 10, n_classes, F))
     assert G[0] == G.min()
 

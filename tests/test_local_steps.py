@@ -77,7 +77,7 @@ def test_the_sent_masks_travel_with_the_party_state(tmp_path, monkeypatch):
 
 def test_one_round_trip_per_epoch_learns_as_well_as_one_step(tmp_path):
     """K = steps per epoch (6 on the tiny problem) ends within a few points of K = 1 over the
-    same epochs, far from chance (measured: 0.742 against 0.808)."""
+    same epochs, far from chance (measured: 0.733 against 0.808)."""
     common = "training.epochs=12 training.patience=null"
     exact = run_local(tiny_config(common), tmp_path / "k1")
     epoch = run_local(tiny_config(f"{common} training.local_steps=6"), tmp_path / "k6")
@@ -107,7 +107,7 @@ def test_a_blown_up_run_lowers_k_and_says_so(tmp_path):
     """At a learning rate far too large for one round-trip per epoch the run goes on with a
     smaller K, and results.json records it with a warning."""
     cfg = tiny_config(
-        "training.epochs=4 training.patience=null training.local_steps=100 training.lr=0.3"
+        "training.epochs=4 training.patience=null training.local_steps=100 training.lr=1.0"
     )
     result = run_local(cfg, tmp_path / "out")
     record = result["extra"]["local_steps"]

@@ -106,6 +106,9 @@ def test_probes_halve_the_gap_below_the_winner_then_above_it():
     # the dense model won over 8: between them, never above it
     assert next_probe([50, 8], 0, path) == 20
     assert next_probe([50], 0, [50]) is None
+    # the winner lies within 1.2x of the next sparser path point, never refit: past it
+    assert next_probe([200, 165, 150], 2, [200, 136, 43]) == 80
+    assert next_probe([200, 165, 150, 80], 2, [200, 136, 43]) == 110  # 80 lost: between
 
 
 def test_the_ranking_orders_by_last_point_kept_then_importance():
