@@ -2,16 +2,23 @@
 
 Some initialisations leave a split model predicting the class prior (every ReLU of a layer
 dead, or inputs far from the first layer's range): the training loss stays at the prior's
-entropy and validation at the majority rate. :meth:`vflfs.strategies.vfl.VFL.start_reliably`
-watches the first ``STALL_EPOCHS`` epochs with :func:`stalled` and restarts from a new
-initialisation at ``RESTART_LR`` times the learning rate, at most ``MAX_RESTARTS`` times.
+entropy and validation at the majority rate. :meth:`StallRecovery.start_reliably` (a part of
+:class:`vflfs.strategies.vfl.VFL`) watches the first ``STALL_EPOCHS`` epochs with
+:func:`stalled` and restarts from a new initialisation at ``RESTART_LR`` times the learning
+rate, at most ``MAX_RESTARTS`` times.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
+
+from .checkpoint import resumed_first
+from .interactive import make_layer
+from .result import RunResult
+from .strategy import EpochCallback, log
 
 STALL_EPOCHS = 3  # epochs watched for a stalled start
 MAX_RESTARTS = 2
@@ -32,3 +39,70 @@ def stalled(experiment: Experiment, rows: list[dict]) -> bool:
     return all(
         r["train_loss"] >= 0.98 * entropy and r["val_metric"] <= majority + 0.005 for r in rows
     )
+
+
+class StallRecovery:
+    """The epochs of :class:`vflfs.strategies.vfl.VFL` with a stalled start detected and
+    restarted: the first epochs watched, the parties and the server rebuilt on a stall."""
+
+    restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
+    stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
+    stall_found = False
+
+    def start_reliably(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        epochs: int,
+    ) -> None:
+        """Epochs 0 .. ``epochs`` - 1, with the first ones watched for a stalled start.
+
+        While the training loss of the first ``STALL_EPOCHS`` epochs stays at the uniform
+        prediction's (the class prior's entropy) and validation at the majority rate, the
+        parties and the server restart from a new initialisation with a smaller learning rate
+        (at most ``MAX_RESTARTS`` times; each is logged and recorded). The check rides on the
+        epochs' own evaluation: a run that does not stall sends no extra message.
+        """
+        first = resumed_first(self)
+        while True:
+            self.stall_watch = (first, first + STALL_EPOCHS - 1)
+            self.stall_found = False
+            self.run_epochs(federation, experiment, result, on_epoch, first, epochs)
+            self.stall_watch = None
+            if not self.stall_found:
+                return
+            first = len(result.history)
+            self.restarts += 1
+            log.warning(
+                "training stalled at the uniform prediction (loss %.4f) in epochs %d-%d: "
+                "restarting from a new initialisation at %.3g x the learning rate",
+                result.history[-1]["train_loss"],
+                first - STALL_EPOCHS,
+                first - 1,
+                RESTART_LR**self.restarts,
+            )
+            result.extra.setdefault("restarts", []).append(
+                {"epoch": first, "lr_scale": RESTART_LR**self.restarts}
+            )
+            with federation.traffic.in_phase("setup"):
+                self.setup_parties(federation, experiment)
+            self.server = self.make_server_model(experiment)
+            self.layer = make_layer(self.secure, federation, experiment, self.server)
+            result.best_from = first
+
+    def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:
+        """At the watched epoch: True (stop, to restart) if the watched epochs stalled."""
+        if self.stall_watch is None or epoch != self.stall_watch[1]:
+            return False
+        if not stalled(experiment, result.history[self.stall_watch[0] :]):
+            return False
+        if self.restarts >= MAX_RESTARTS:
+            log.warning(
+                "training is still at the uniform prediction after %d restarts; going on",
+                self.restarts,
+            )
+            return False
+        self.stall_found = True
+        return True

@@ -31,7 +31,6 @@ from .checkpoint import (
     LoopState,
     epoch_done,
     parties_set_up,
-    resumed_first,
     resumed_loop,
     resuming,
     steps_sent,
@@ -41,12 +40,12 @@ from .local_steps import LocalSteps
 from .registry import register
 from .result import PartyReport, RunResult
 from .settings import SecureConfig
-from .stall import MAX_RESTARTS, RESTART_LR, RESTART_SEED, STALL_EPOCHS, stalled
+from .stall import RESTART_LR, RESTART_SEED, StallRecovery
 from .strategy import EpochCallback, Strategy, log
 
 
 @register
-class VFL(Strategy):
+class VFL(StallRecovery, Strategy):
     """Standard VFL (split learning) with all features."""
 
     name = "vfl"
@@ -55,9 +54,6 @@ class VFL(Strategy):
     # per party, the curvature that goes down with the pending gradients (K > 1; else None)
     curvature: list[np.ndarray] | None = None
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
-    restarts = 0  # recoveries from a stalled start (new initialisation, smaller learning rate)
-    stall_watch: tuple[int, int] | None = None  # (first, last) epoch watched for a stall
-    stall_found = False
     stage = "dense"  # the history's "stage" column
     val_losses: np.ndarray | None = None  # each validation sample's loss at the last epoch
     # ... at the window's lowest mean validation loss: what paired model choices compare, so
@@ -224,64 +220,6 @@ class VFL(Strategy):
             self.before_training(federation, experiment, result)
         epochs = int(self.cfg.training.epochs)
         self.start_reliably(federation, experiment, result, on_epoch, epochs)
-
-    def start_reliably(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
-        epochs: int,
-    ) -> None:
-        """Epochs 0 .. ``epochs`` - 1, with the first ones watched for a stalled start.
-
-        While the training loss of the first ``STALL_EPOCHS`` epochs stays at the uniform
-        prediction's (the class prior's entropy) and validation at the majority rate, the
-        parties and the server restart from a new initialisation with a smaller learning rate
-        (at most ``MAX_RESTARTS`` times; each is logged and recorded). The check rides on the
-        epochs' own evaluation: a run that does not stall sends no extra message.
-        """
-        first = resumed_first(self)
-        while True:
-            self.stall_watch = (first, first + STALL_EPOCHS - 1)
-            self.stall_found = False
-            self.run_epochs(federation, experiment, result, on_epoch, first, epochs)
-            self.stall_watch = None
-            if not self.stall_found:
-                return
-            first = len(result.history)
-            self.restarts += 1
-            log.warning(
-                "training stalled at the uniform prediction (loss %.4f) in epochs %d-%d: "
-                "restarting from a new initialisation at %.3g x the learning rate",
-                result.history[-1]["train_loss"],
-                first - STALL_EPOCHS,
-                first - 1,
-                RESTART_LR**self.restarts,
-            )
-            result.extra.setdefault("restarts", []).append(
-                {"epoch": first, "lr_scale": RESTART_LR**self.restarts}
-            )
-            with federation.traffic.in_phase("setup"):
-                self.setup_parties(federation, experiment)
-            self.server = self.make_server_model(experiment)
-            self.layer = make_layer(self.secure, federation, experiment, self.server)
-            result.best_from = first
-
-    def watch_stall(self, experiment: Experiment, result: RunResult, epoch: int) -> bool:
-        """At the watched epoch: True (stop, to restart) if the watched epochs stalled."""
-        if self.stall_watch is None or epoch != self.stall_watch[1]:
-            return False
-        if not stalled(experiment, result.history[self.stall_watch[0] :]):
-            return False
-        if self.restarts >= MAX_RESTARTS:
-            log.warning(
-                "training is still at the uniform prediction after %d restarts; going on",
-                self.restarts,
-            )
-            return False
-        self.stall_found = True
-        return True
 
     def run_epochs(
         self,
