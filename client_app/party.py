@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from vflfs.datasets import PartyData, center
+from vflfs.ml.components import full_width
 from vflfs.ml.devices import resolve_device
 from vflfs.ml.flat_state import Flat, FlatState
 from vflfs.ml.models import BottomSpec, seeded
@@ -215,7 +216,7 @@ class Party:
         out = [self.forward(b, s) for b, s in zip(batches, self.pending_seeds, strict=True)]
         self.pending_open = [mask for _, mask in out]
         width = len(self.components)
-        self.pending_sent = [_full_width(e, m, width) for e, m in out] if len(batches) > 1 else []
+        self.pending_sent = [full_width(e, m, width) for e, m in out] if len(batches) > 1 else []
         return out
 
     def apply_pending(self, grads: list[np.ndarray], curvature: np.ndarray | None = None) -> None:
@@ -373,15 +374,6 @@ class Party:
         splits = np.cumsum(sizes)[:-1]
         self.pending_sent = [] if sent is None else list(np.split(np.array(sent), splits))
         self.steps_taken = int(steps)
-
-
-def _full_width(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
-    """Embeddings of the sent components back to full width (zeros where not sent)."""
-    if mask is None:
-        return values
-    full = np.zeros((len(values), width), dtype=values.dtype)
-    full[:, mask] = values
-    return full
 
 
 def _buffer(flat: Flat) -> Buffer:

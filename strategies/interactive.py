@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from vflfs.federation import Federation
+from vflfs.ml.components import full_width
 from vflfs.ml.stale_gradients import curvature_along_gradient
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import STEP, BatchPlan, Body, Operation
@@ -100,7 +101,9 @@ class PlainLayer(InteractiveLayer):
 
     def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
         masks = [None if r.open is None else r.open[k] for r in replies.values()]
-        embeddings = [expand(r.embeddings[k], masks[m], self.width(m)) for m, r in replies.items()]
+        embeddings = [
+            full_width(r.embeddings[k], masks[m], self.width(m)) for m, r in replies.items()
+        ]
         inputs = self.server.tensors(embeddings, grad=True)
         self.server.model.train()
         batch = PlainPass(self.server.model.interact(inputs), inputs, masks)
@@ -108,7 +111,9 @@ class PlainLayer(InteractiveLayer):
         return batch
 
     def evaluation(self, replies: dict[int, Body], rows: int) -> tuple[list[np.ndarray], int]:
-        parts = [expand(r.eval_embeddings, r.eval_open, self.width(m)) for m, r in replies.items()]
+        parts = [
+            full_width(r.eval_embeddings, r.eval_open, self.width(m)) for m, r in replies.items()
+        ]
         return parts, sum(int(r.eval_embeddings.nbytes) for r in replies.values())
 
     def head_input(self, parts: list[np.ndarray]) -> torch.Tensor:
@@ -132,15 +137,6 @@ class PlainPass(Pass):
             g = e.grad.cpu().numpy()
             out.append(g if mask is None else g[:, mask])
         return out
-
-
-def expand(values: np.ndarray, mask: np.ndarray | None, width: int) -> np.ndarray:
-    """Embeddings with only the open components sent, back to full width (zeros elsewhere)."""
-    if mask is None:
-        return values
-    full = np.zeros((len(values), width), dtype=values.dtype)
-    full[:, mask] = values
-    return full
 
 
 def make_layer(
