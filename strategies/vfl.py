@@ -176,8 +176,13 @@ class VFL(StallRecovery, Strategy):
             for k, rows in enumerate(batches):
                 batch = self.layer.forward(replies, k, len(rows))
                 self.uploaded_floats += batch.uploaded
-                if local:
-                    for m, c in enumerate(batch.curvature(self.server, experiment.y[rows])):
+                if local:  # a round's first batch is applied where it was embedded: no need
+                    ks = (
+                        batch.curvature(self.server, experiment.y[rows])
+                        if k
+                        else [0.0] * len(replies)
+                    )
+                    for m, c in enumerate(ks):
                         curvature[m].append(c)
                 losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
                 for m, g in enumerate(batch.gradients()):
