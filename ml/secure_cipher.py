@@ -172,16 +172,19 @@ class PaillierCipher(PlainCipher):
         self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
 
     def obfuscator(self):
-        if self.randomness == "djn":
-            return self.public.djn_obfuscator()
+        if self.randomness == "djn":  # the key owner's by CRT
+            return (self.private or self.public).djn_obfuscator()
         return (self.private or self.public).obfuscator()
 
     def _map(self, fn, count: int, ms_each: float, per_worker: int = 4, **inputs) -> list:
         """``fn`` over index chunks of ``range(count)``, forked when worth it; flattened."""
         seconds = count * ms_each * self._scale / 1000
         workers = self.workers if seconds >= self.min_parallel_s else 1
-        if workers > 1 and self.randomness == "djn":
-            paillier.djn_table(self.public.n)  # built once here, inherited by the workers
+        if workers > 1 and self.randomness == "djn":  # built once here, inherited by the workers
+            if self.private is not None:
+                paillier.djn_crt_tables(self.private.p, self.private.q)
+            else:
+                paillier.djn_table(self.public.n)
         with self.pool.working():
             tasks = chunks(count, workers, per_worker)
             parts = fork_map(fn, tasks, workers, cipher=self, **inputs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 
-from .djn import djn_base, djn_exponent_bits, djn_table
+from .djn import djn_alpha, djn_base, djn_crt_tables, djn_exponent_bits, djn_table
 from .keys import ONE, PrivateKey, PublicKey, generate_keys, owner_encrypt, rerandomize
 from .multiexp import Plan, multi_exp, power_product
 from .pool import ObfuscatorPool
@@ -48,7 +48,9 @@ __all__ = [
     "PrivateKey",
     "PublicKey",
     "ciphertexts",
+    "djn_alpha",
     "djn_base",
+    "djn_crt_tables",
     "djn_exponent_bits",
     "djn_table",
     "from_wire",
