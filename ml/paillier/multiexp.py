@@ -55,9 +55,10 @@ class Plan:
         exponents: np.ndarray | Sequence[Sequence[int]],
         buckets: bool | None = None,
         method: str | None = None,
+        window: int | None = None,
     ) -> Plan:
         """The plan of a ``J x K`` matrix; ``method`` (or ``buckets``: buckets or a table
-        method) forces the method, else the cheapest by :func:`choose`."""
+        method) and ``window`` force those, else the cheapest by :func:`choose`."""
         matrix = np.asarray(exponents, dtype=object).reshape(np.shape(exponents))
         rows, cols = matrix.shape
         small = _int64(matrix)  # every digit at once in int64 where the exponents allow
@@ -66,7 +67,8 @@ class Plan:
         used = int(np.any(ints != 0, axis=1).sum())
         only = method or {True: "buckets", False: "tables", None: None}[buckets]
         sides = 2 if bool((ints < 0).any()) else 1
-        window, method = choose(used, cols, max(top.bit_length(), 1), only, sides)
+        chosen, method = choose(used, cols, max(top.bit_length(), 1), only, sides, window)
+        window = window or chosen
         if small is None:
             found = _digits_of_ints([[int(v) for v in row] for row in matrix], window, method)
         else:
@@ -232,13 +234,18 @@ def _bucket_product(n2: mpz, extended: list):
 
 
 def choose(
-    bases: int, outputs: int, bits: int, only: str | None = None, sides: int = 2
+    bases: int,
+    outputs: int,
+    bits: int,
+    only: str | None = None,
+    sides: int = 2,
+    window: int | None = None,
 ) -> tuple[int, str]:
     """The window width and method (``only``: that method, or ``tables``: naf or fixed) with
     the fewest multiplications (the squarings are about the same); ``sides``: 2 where some
     exponents are negative (``fixed`` then tables the inverses too; ``naf`` always does)."""
     best = None
-    for w in WINDOWS:
+    for w in WINDOWS if window is None else (window,):
         windows = -(-bits // w)
         density = 1 - 2.0**-w  # a w-bit window is non-zero with this probability
         costs = {
