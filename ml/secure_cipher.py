@@ -146,7 +146,8 @@ class PaillierCipher(PlainCipher):
     """Raw Paillier (:mod:`vflfs.ml.paillier`); with ``private`` the key owner's side too.
 
     ``randomness``: ``djn`` (every encryption and re-randomisation uses ``h_s^alpha`` of this
-    key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`) or ``full`` (``r^n``: the key
+    key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`; the key owner's by CRT,
+    :meth:`~vflfs.ml.paillier.PrivateKey.djn_obfuscator`) or ``full`` (``r^n``: the key
     owner's by CRT, the others' by a full powmod). The obfuscators come from this process's
     :class:`~vflfs.ml.paillier.ObfuscatorPool` for the key, which makes them while the process
     waits (``precompute``; ``False``: made on the spot). ``workers`` forked processes share the
