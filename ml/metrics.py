@@ -14,4 +14,5 @@ def score(task: Task, output: torch.Tensor, y: np.ndarray) -> float:
     out = output.detach().cpu()
     if task.kind == "classification":
         return float(accuracy_score(y, out.argmax(dim=1).numpy()))
-    return float(r2_score(y, out.squeeze(-1).numpy()))
+    # R^2 of the standardised targets: the same as on the original scale
+    return float(r2_score(task.target(y).numpy(), out.squeeze(-1).numpy()))

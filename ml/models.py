@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -135,6 +135,10 @@ class Task:
 
     kind: str  # "classification" | "regression"
     n_classes: int = 0
+    # Regression: the model fits (y - center) / scale, the training rows' standardised
+    # targets, so that one learning rate and one penalty unit serve targets of any scale.
+    center: float = 0.0
+    scale: float = 1.0
     n_out: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -156,4 +160,14 @@ class Task:
 
     def target(self, y) -> torch.Tensor:
         t = torch.as_tensor(y)
-        return t.long() if self.kind == "classification" else t.float()
+        if self.kind == "classification":
+            return t.long()
+        return (t.double() - self.center).div(self.scale).float()
+
+    def fitted(self, y_train) -> Task:
+        """Regression: standardised on the training targets ``y_train``; otherwise itself."""
+        y = torch.as_tensor(y_train, dtype=torch.float64)
+        if self.kind != "regression" or len(y) == 0:
+            return self
+        std = float(y.std(correction=0))
+        return replace(self, center=float(y.mean()), scale=std if std > 0 else 1.0)

@@ -79,6 +79,7 @@ NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
     "training.batch_size": (int, 1, True, False),
     "training.local_steps": (int, 1, True, False),
     "training.patience": (int, 1, True, True),
+    "training.patience_steps": (int, 0, True, False),
     "training.eval_chunk": (int, 1, True, False),
     "training.lr": (float, 0, False, False),
     "federation.timeout": (float, 0, False, False),

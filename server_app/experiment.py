@@ -46,6 +46,10 @@ class Experiment:
     party_rows: list[np.ndarray] | None = None
     alignment_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # Regression targets standardised on the training rows (the labels stay here)
+        self.task = self.task.fitted(np.asarray(self.y)[self.splits.train])
+
     @property
     def num_parties(self) -> int:
         return len(self.columns)

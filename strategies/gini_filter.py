@@ -65,7 +65,7 @@ class SelectThenTrain(CountChoice, VFL):
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         if self.patience is None:
             return super().stop_early(epoch, result)
-        return epoch - result.best["epoch"] >= self.patience
+        return self.patience_over(epoch, result, self.patience)
 
     def scores(
         self, federation: Federation, experiment: Experiment, result: RunResult

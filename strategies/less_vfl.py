@@ -144,7 +144,7 @@ class LessVFL(CountChoice, VFL):
         many epochs without a better validation score. Otherwise never before selection
         (``training.patience`` counts from the first epoch after it)."""
         if self.patience is not None:
-            return epoch - result.best["epoch"] >= self.patience
+            return self.patience_over(epoch, result, self.patience)
         assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
 

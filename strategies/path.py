@@ -227,7 +227,9 @@ class PathStrategy(VFL):
     def path_done(self, points: list[PathPoint], experiment: Experiment) -> bool:
         """Nothing is left; or a budget is met and the score has fallen well below the best;
         or, past ``path.points``, the last point is no longer within the tolerance of the best
-        (or keeps a single feature, or the budget).
+        (or keeps a single feature, or the budget), unless it still keeps every feature: a
+        dense model that fits its few training rows exactly has a training loss near zero, the
+        penalty's unit, and the planned points may not reach a penalty that removes anything.
 
         Without a budget the planned points go on through dips: the score often recovers once
         the noise features are gone.
@@ -238,6 +240,8 @@ class PathStrategy(VFL):
         best = max(p.val_metric for p in points)
         slack = tolerance(self.path.tolerance, experiment, best)
         if last.point >= self.path.points:  # past the planned points: on while still good
+            if last.kept == points[0].kept:
+                return False
             return last.val_metric < best - slack or last.kept <= (budget or 1)
         if budget is None or last.kept > budget:
             return False
@@ -249,7 +253,7 @@ class PathStrategy(VFL):
             return super().stop_early(epoch, result)
         if self.patience is None:
             return False
-        return epoch - result.best["epoch"] >= self.patience
+        return self.patience_over(epoch, result, self.patience)
 
     # -- refit ------------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:

@@ -56,7 +56,11 @@ def scoring_phase(federation: Federation, phase: str):
 def classification_labels(experiment: Experiment, rows: np.ndarray | None, what: str):
     """The training rows and their class ids, or a config error for regression tasks."""
     if experiment.task.kind != "classification":
-        raise ConfigError(f"{what} needs class labels; dataset task is {experiment.task.kind}")
+        raise ConfigError(
+            f"{what} needs class labels; dataset task is {experiment.task.kind}; fix: for "
+            "regression choose stg, group_lasso, less_vfl or local_lasso, or fedsdg_fs with "
+            "strategy.init=uniform (no Gini initialisation)"
+        )
     rows = experiment.splits.train if rows is None else rows
     rows = np.asarray(rows, dtype=np.int64)
     return rows, np.asarray(experiment.y)[rows].astype(np.int64)

@@ -12,6 +12,7 @@ blows up. Early stopping on validation.
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import numpy as np
@@ -64,6 +65,7 @@ class VFL(StallRecovery, Strategy):
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)
         self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
+        self.epoch_steps = 1  # optimiser steps per epoch (set by the epoch loop)
         if self.secure.enabled and cfg.training.local_steps != 1:
             raise ConfigError(
                 f"the secure layer (secure={self.secure.mode}) needs training.local_steps=1, "
@@ -246,6 +248,7 @@ class VFL(StallRecovery, Strategy):
         """
         t = self.cfg.training
         size = int(t.batch_size)
+        self.epoch_steps = max(1, math.ceil(len(experiment.splits.train) / size))
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
         start = first
@@ -361,7 +364,15 @@ class VFL(StallRecovery, Strategy):
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """``training.patience`` epochs passed without a better validation score."""
         patience = self.cfg.training.get("patience")
-        return patience is not None and epoch - result.best["epoch"] >= int(patience)
+        return patience is not None and self.patience_over(epoch, result, int(patience))
+
+    def patience_over(self, epoch: int, result: RunResult, patience: int) -> bool:
+        """``patience`` epochs, and at least ``training.patience_steps`` optimiser steps,
+        passed without a better validation score. On a few hundred rows an epoch is one or two
+        steps: two epochs cannot tell a model that stopped learning from one not yet started."""
+        steps = int(self.cfg.training.get("patience_steps") or 0)
+        waited = epoch - result.best["epoch"]
+        return waited >= max(patience, math.ceil(steps / self.epoch_steps))
 
 
 def party_importance(federation: Federation) -> list[dict]:

@@ -143,6 +143,10 @@ def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
     assert path.path_done([dense, first, point(2, 0.88, [5, 5])], None)  # 0.88 < 0.91 - 0.02
     assert path.path_done([dense, first, point(2, 0.91, [1, 0])], None)  # one feature left
     assert path.path_done([dense, point(1, 0.9, [0, 0])], None)  # nothing left
+    # A path that has removed nothing yet goes on, even below the tolerance (an overfit dense
+    # model's training loss, the penalty's unit, is near zero); then the rule applies again.
+    assert not path.path_done([dense, first, point(2, 0.80, [10, 10])], None)
+    assert path.path_done([dense, first, point(2, 0.80, [10, 9])], None)
 
 
 def test_stall_is_the_uniform_prediction_at_the_majority_rate():
