@@ -113,7 +113,26 @@ class Party:
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         opt = dict(self.spec.optimizer)
-        return make_optimizer(self.model.parameters(), opt.pop("name", "adam"), **opt)
+        return make_optimizer(self._param_groups(), opt.pop("name", "adam"), **opt)
+
+    def _param_groups(self) -> list[dict]:
+        """The model's parameters in its order, a group per gate and one for the bottom
+        model; a gate whose settings say ``optimizer: sgd`` takes plain gradient steps at its
+        ``lr`` (the party's optimiser's otherwise)."""
+        groups = []
+        for name, module in (
+            ("input", self.model.input_gate),
+            (None, self.model.bottom),
+            ("embedding", self.model.embedding_gate),
+        ):
+            if module is None:
+                continue
+            group: dict = {"params": list(module.parameters())}
+            settings = self.spec.gates.get(name, {}) if name else {}
+            if settings.get("optimizer", "shared") == "sgd":
+                group.update(plain_sgd=True, lr=float(settings["lr"]))
+            groups.append(group)
+        return groups
 
     @property
     def n_features(self) -> int:

@@ -34,16 +34,51 @@ def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
     return type(cls.__name__, (cls,), {**methods, "__module__": __name__})
 
 
+def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
+    """``cls`` whose param groups marked ``plain_sgd=True`` take plain gradient steps,
+    p -= lr * grad, the group's ``lr`` and no state (the others: ``cls``'s own step).
+
+    The stochastic gates' means can so descend their gradient unscaled while the network's
+    weights keep Adam: Adam divides a step by the gradient's running RMS, which lets the gate
+    of a column with noisy data-gradients resist the penalty longer than that of a weak
+    relevant column (docs/selection.md, the gates' optimiser).
+    """
+    base_step = cls.step
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        with torch.no_grad():
+            for group in self.param_groups:
+                if not group.get("plain_sgd"):
+                    continue
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-group["lr"])
+                        p.grad = None  # cls's step skips parameters without a gradient
+        base_step(self)
+        return loss
+
+    return type(cls.__name__, (cls,), {"step": step, "__module__": __name__})
+
+
 OPTIMIZERS = {
-    "adam": eager(torch.optim.Adam),
-    "sgd": eager(torch.optim.SGD),
-    "adamw": eager(torch.optim.AdamW),
+    "adam": plain_groups(eager(torch.optim.Adam)),
+    "sgd": plain_groups(eager(torch.optim.SGD)),
+    "adamw": plain_groups(eager(torch.optim.AdamW)),
 }
 
 
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], name: str = "adam", lr: float = 0.01, **kwargs
+    params: Iterable[torch.nn.Parameter] | Iterable[dict],
+    name: str = "adam",
+    lr: float = 0.01,
+    **kwargs,
 ) -> torch.optim.Optimizer:
+    """Optimiser ``name`` over ``params`` (parameters, or param groups: a group with
+    ``plain_sgd=True`` takes plain gradient steps at its ``lr``, see :func:`plain_groups`)."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}")
     return OPTIMIZERS[name](params, lr=lr, **kwargs)

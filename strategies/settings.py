@@ -24,6 +24,7 @@ T = TypeVar("T")
 SECURE_MODES = ("none", "plaintext", "paillier")
 RANDOMNESS = ("djn", "full")
 REDUCE = ("mean", "sum")
+GATE_OPTIMIZERS = ("shared", "sgd")
 
 
 def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
@@ -96,19 +97,33 @@ class SecureConfig:
 class GateSettings:
     """The stochastic gates of ``stg`` (input features) and ``fedsdg_fs`` (input features and
     embedding components): ``strategy.sigma``, ``lambda_input``, ``lambda_embedding``,
-    ``reduce``. No defaults: ``conf/strategy/<name>.yaml`` holds them (the schema types them)."""
+    ``reduce``, ``gate_optimizer``, ``gate_lr``. No defaults for the first ones:
+    ``conf/strategy/<name>.yaml`` holds them (the schema types them)."""
 
     sigma: float
     lambda_input: float
     reduce: str
     lambda_embedding: float | None = None  # fedsdg_fs's embedding-component gates
+    # shared: the gates' means train with the weights' optimiser (training.optimizer);
+    # sgd: plain gradient steps at gate_lr (the weights keep theirs)
+    gate_optimizer: str = "shared"
+    gate_lr: float | None = None
 
     def __post_init__(self) -> None:
         one_of("strategy.reduce", self.reduce, REDUCE)
+        one_of("strategy.gate_optimizer", self.gate_optimizer, GATE_OPTIMIZERS)
+        if self.gate_optimizer == "sgd" and not (self.gate_lr and self.gate_lr > 0):
+            raise ConfigError(
+                f"strategy.gate_optimizer=sgd needs a positive strategy.gate_lr, got "
+                f"{self.gate_lr!r}; set strategy.gate_lr=0.1, say"
+            )
 
     def gate(self, lam: float) -> dict:
         """One kind of gate's party settings at penalty ``lam``."""
-        return {"sigma": self.sigma, "lam": float(lam), "reduce": self.reduce}
+        out = {"sigma": self.sigma, "lam": float(lam), "reduce": self.reduce}
+        if self.gate_optimizer == "sgd":
+            out.update(optimizer="sgd", lr=float(self.gate_lr))
+        return out
 
 
 def store_schemas() -> None:

@@ -132,3 +132,59 @@ def test_gate_init_opens_the_globally_best_fraction():
     assert inverse[1][1] == pytest.approx(0.10 / 0.48)
     with pytest.raises(ValueError, match="init_mode"):
         gate_init(scores, "nosuch", 0.5)
+
+
+def party_with(optimizer: dict, gate_settings: dict) -> Party:
+    rng = np.random.default_rng(0)
+    X = rng.random((50, 8)).astype(np.float32)
+    data = PartyData(X=X, columns=np.arange(8), spurious=np.zeros(8, bool))
+    gate = {**GATE, **gate_settings}
+    spec = PartySpec(
+        index=0,
+        seed=3,
+        device="cpu",
+        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
+        optimizer=optimizer,
+        gates={"input": gate, "embedding": gate},
+    )
+    return Party(spec, data)
+
+
+def test_sgd_gates_take_plain_steps_while_the_weights_keep_adam():
+    adam, sgd = {"name": "adam", "lr": 0.01}, {"name": "sgd", "lr": 0.5}
+    mixed = party_with(adam, {"optimizer": "sgd", "lr": 0.5})
+    all_sgd, all_adam = party_with(sgd, {}), party_with(adam, {})
+    rows = np.arange(16)
+    grad = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+    for party in (mixed, all_sgd, all_adam):  # one step from the same start
+        party.forward(rows, seed=11)
+        party.apply_gradient(rows, grad, seed=11)
+    for gate in ("input_gate", "embedding_gate"):
+        mu = getattr(mixed.model, gate).mu
+        torch.testing.assert_close(mu, getattr(all_sgd.model, gate).mu)
+        assert not torch.allclose(mu, getattr(all_adam.model, gate).mu)
+    for a, b in zip(
+        mixed.model.bottom.parameters(), all_adam.model.bottom.parameters(), strict=True
+    ):
+        torch.testing.assert_close(a, b)
+    # the gates hold no optimiser state, and the party's state still round-trips
+    saved = {k: dict(v) for k, v in mixed.state_arrays().items()}
+    saved = {k: {n: np.array(a) for n, a in v.items()} for k, v in saved.items()}
+    gate_ids = {0, len(list(mixed.model.parameters())) - 1}  # the first and last groups
+    assert saved["optim"] and not any(int(n.split(".")[0]) in gate_ids for n in saved["optim"])
+    twin = party_with(adam, {"optimizer": "sgd", "lr": 0.5})
+    twin.load_state_arrays(saved, mixed.steps_taken)
+    for party in (mixed, twin):
+        party.forward(rows, seed=12)
+        party.apply_gradient(rows, grad, seed=12)
+    for a, b in zip(mixed.model.parameters(), twin.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_sgd_gates_need_a_learning_rate():
+    from vflfs.strategies.settings import ConfigError, GateSettings
+
+    with pytest.raises(ConfigError, match="strategy.gate_lr"):
+        GateSettings(sigma=0.5, lambda_input=1.0, reduce="mean", gate_optimizer="sgd")
+    gate = GateSettings(0.5, 1.0, "mean", gate_optimizer="sgd", gate_lr=0.2).gate(0.3)
+    assert gate == {"sigma": 0.5, "lam": 0.3, "reduce": "mean", "optimizer": "sgd", "lr": 0.2}
