@@ -9,6 +9,8 @@
 # twice on the same files and config: in Flower's simulation engine (vflfs-run) and over the
 # deployment (vflfs submit, with the parties' identity keys). Prints one line per run: wall time, test accuracy, round-trips, and
 # whether the deployment's step losses equal the simulation's. Results land in WORK_DIR.
+# Every strategy runs with its default settings (FedSDG-FS: its regularisation path, whose
+# warm-up stops at EPOCHS and whose refits at 3 x EPOCHS, early stopping ending both).
 # Environment: PORT (SuperLink, default 9093; SuperNodes use PORT+7 and PORT+8), EPOCHS (20),
 # STRATEGIES ("vfl fedsdg_fs").
 set -euo pipefail
@@ -28,7 +30,7 @@ common="model=mlp training.batch_size=128 training.lr=0.001 training.local_steps
 common="$common training.epochs=${EPOCHS:-20} training.patience=null device=cpu seed=0"
 declare -A strategies=(
   [vfl]="strategy=vfl"
-  [fedsdg_fs]="strategy=fedsdg_fs strategy.lambda_input=1.0"
+  [fedsdg_fs]="strategy=fedsdg_fs"
 )
 
 vflfs split "$work/data" --format npz dataset=madelon dataset.data_dir="$data_dir" \
@@ -67,8 +69,9 @@ engine, strategy, wall, folder = sys.argv[1:5]
 r = json.load(open(f"{folder}/results.json"))
 rts = sum(p["round_trips"] for p in r["communication"]["phases"].values())
 print(f"{strategy:10s} {engine:10s} wall {float(wall):6.1f} s  run {r['wall_time_s']['total']:6.1f} s"
-      f"  round-trips {rts:3d}  test {r['test_metric']:.4f}  val {r['val_metric']:.4f}"
-      f"  best epoch {r['best_epoch']:2d}  selected {r['selection']['ratio']:.3f}", flush=True)
+      f"  round-trips {rts:3d}  epochs {r['epochs_run']:3d}  test {r['test_metric']:.4f}"
+      f"  val {r['val_metric']:.4f}  best epoch {r['best_epoch']:2d}"
+      f"  selected {r['selection']['ratio']:.3f}", flush=True)
 EOF
 }
 
@@ -88,7 +91,11 @@ for s in ${STRATEGIES:-vfl fedsdg_fs}; do
   python - "$work/simulation/$s" "$work/deployment/$s" <<'EOF'
 import json, sys
 a, b = (json.load(open(f"{d}/results.json")) for d in sys.argv[1:3])
-same = a["step_losses"] == b["step_losses"] and a["test_metric"] == b["test_metric"]
-print(f"{'':10s} deployment == simulation (every step loss, test accuracy): {same}", flush=True)
+for r in (a, b):  # a path point's MB differs: the deployment also checks the parties' keys
+    r["path"] = [{k: v for k, v in p.items() if k != "mb"} for p in r.get("path", [])]
+keys = ("step_losses", "test_metric", "final_test_metric", "selection", "path")
+same = {k: a[k] == b[k] for k in keys}
+print(f"{'':10s} deployment == simulation (every step loss, test accuracies, selection, path): "
+      f"{all(same.values())}" + ("" if all(same.values()) else f" {same}"), flush=True)
 EOF
 done
