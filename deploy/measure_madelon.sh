@@ -11,6 +11,8 @@
 # whether the deployment's step losses equal the simulation's. Results land in WORK_DIR.
 # Every strategy runs with its default settings (FedSDG-FS: its regularisation path, whose
 # warm-up stops at EPOCHS and whose refits at 3 x EPOCHS, early stopping ending both).
+# The learning rate is section 7's for MADELON (0.01): at 0.001 the first epochs of K = 13 stay
+# at the uniform prediction, and the stalled-start watch restarts them at lower rates.
 # Environment: PORT (SuperLink, default 9093; SuperNodes use PORT+7 and PORT+8), EPOCHS (20),
 # STRATEGIES ("vfl fedsdg_fs").
 set -euo pipefail
@@ -26,7 +28,7 @@ export FLWR_HOME=$work/flwr-home VFLFS_CACHE_DIR=$work/cache
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 mkdir -p "$work" "$FLWR_HOME"
 
-common="model=mlp training.batch_size=128 training.lr=0.001 training.local_steps=100"
+common="model=mlp training.batch_size=128 training.lr=0.01 training.local_steps=100"
 common="$common training.epochs=${EPOCHS:-20} training.patience=null device=cpu seed=0"
 declare -A strategies=(
   [vfl]="strategy=vfl"
