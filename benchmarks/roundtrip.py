@@ -5,9 +5,9 @@ as ``tests/deployment_stack.py`` sets them up, or ``--insecure``), each SuperNod
 party file of synthetic MADELON (2600 x 500, ``split=even``: 250 columns per party), and one
 run on it: the vflfs app with ``training.local_steps=1`` (K = 1), ``model=mlp``, batch 128, one
 ``train.step`` round-trip per batch (gradients of the last batch down, the next batch's
-embeddings up). Right before each step round-trip the server sends every party Flower's bare
+embeddings up). Right after each step round-trip the server sends every party Flower's bare
 echo (``query.echo``, answered by :mod:`benchmarks.roundtrip_echo` with Flower only): a 128 x 16
-float32 array (a batch's embedding gradient) that comes straight back. Echo and step alternate,
+float32 array (a batch's embedding gradient) that comes straight back. Step and echo alternate,
 so both meet the same load, which on a shared machine changes within minutes.
 
 Each round-trip is timed at the server (first request pushed to last reply pulled), both with
@@ -67,8 +67,12 @@ server = ServerApp()
 
 
 class Alternate:
-    """A Federation observer: before each step round-trip, one echo round-trip to every
-    party; notes each round-trip's push and its replies on :func:`now`'s clock."""
+    """A Federation observer: after each step round-trip, one echo round-trip to every party;
+    notes each round-trip's push and its replies on :func:`now`'s clock.
+
+    The echo goes out as soon as the step's last reply is in, as in a run of echoes alone; the
+    next step goes out after the server's work on that reply, as in a run of steps alone.
+    """
 
     def __init__(self, grid: Grid, poll: float) -> None:
         self.grid, self.poll = grid, poll
@@ -81,12 +85,13 @@ class Alternate:
             return
         if direction == DOWN:
             if self._open == 0:
-                self.echo()
                 self.waves.append({"kind": "step", "push": now(), "replies": {}})
             self._open += 1
             return
         self._open -= 1
         self.waves[-1]["replies"][party] = now()
+        if self._open == 0:
+            self.echo()
 
     def echo(self) -> None:
         nodes = sorted(self.grid.get_node_ids())
@@ -141,8 +146,9 @@ def breakdown(waves: list[dict], trace: list[dict]) -> list[dict]:
     went (:data:`SEGMENTS`); a process belongs to the round-trip its app call falls in."""
     rows = []
     for wave in waves:
-        last = max(wave["replies"], key=wave["replies"].get)
-        end = wave["replies"][last]
+        replies = {int(party): at for party, at in wave["replies"].items()}  # JSON: str keys
+        last = max(replies, key=replies.get)
+        end = replies[last]
         echo = wave["kind"] == "echo"
         mine = [
             t

@@ -1,4 +1,4 @@
-"""The ClientApp of :mod:`benchmarks.roundtrip`: Flower's bare echo beside the vflfs app.
+"""The ClientApps of :mod:`benchmarks.roundtrip`: Flower's bare echo beside the vflfs app.
 
 A ``query.echo`` message is answered by Flower alone: its content goes straight back, and the
 process has imported nothing but Flower and this module. Any other message goes to the vflfs
@@ -42,6 +42,13 @@ def process_start() -> float:
 LOADED = now()
 
 
+class Echo(ClientApp):
+    """Flower's bare echo: every message's content straight back."""
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        return Message(message.content, reply_to=message)
+
+
 class EchoBesideVflfs(ClientApp):
     """``query.echo``: the content straight back; anything else: the vflfs ClientApp."""
 
@@ -73,3 +80,5 @@ class EchoBesideVflfs(ClientApp):
 
 
 app = EchoBesideVflfs()
+echo = Echo()
+"""The echo alone (:mod:`benchmarks.app_process` replays a step message to it)."""
