@@ -90,8 +90,11 @@ for s in ${STRATEGIES:-vfl fedsdg_fs}; do
 
   SECONDS=0
   keys="federation.party_keys=[$work/identity/party_0.pub,$work/identity/party_1.pub]"
-  vflfs submit . vfl -c "hydra-overrides='$server $keys' output-dir='$work/deployment/$s'" \
-    >"$work/deployment-$s.log" 2>&1 # exits non-zero (and stops the script) if the run fails
+  # exits non-zero (and stops the script) if the run fails; on a loaded machine a `flwr ls` can
+  # take a minute, so the SuperLink counts as lost only after LOST_AFTER seconds (600)
+  vflfs submit --lost-after "${LOST_AFTER:-600}" . vfl \
+    -c "hydra-overrides='$server $keys' output-dir='$work/deployment/$s'" \
+    >"$work/deployment-$s.log" 2>&1
   summary deployment "$s" "$SECONDS" "$work/deployment/$s"
   python - "$work/simulation/$s" "$work/deployment/$s" <<'EOF'
 import json, sys
