@@ -11,6 +11,8 @@ Measured in one run:
           that each side fills while it waits for the other (here: filled before each timed
           step, their cost reported apart as ``idle``); also with the obfuscators made on the
           spot, with two workers, and with full ``r^n`` randomness (``secure.randomness=full``).
+          Each side holds the other's public key only (its obfuscators from the public table;
+          the key owner's by CRT). Operation counts: :mod:`benchmarks.secure_layer_counts`.
 (b) old   the previous implementation, re-implemented here: one ciphertext per value, one
           ``combine`` (a powmod per coefficient) per output, a full ``r^n`` powmod per
           re-randomisation, CRT obfuscators and decryption for the key owner, one process.
@@ -106,27 +108,44 @@ def check(x: dict, z: np.ndarray, grad: np.ndarray) -> dict[str, float]:
 def run_new(x: dict, args, workers: int | None, randomness: str, precompute: bool) -> dict:
     """Steps 1-7 through :mod:`vflfs.ml.secure_layer` (keys made and tables built untimed),
     ``args.repeat`` times."""
-    party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
-    server = sl.make_cipher("paillier", args.key_bits, workers, randomness)
-    if randomness == "djn":
-        paillier.djn_table(party.public.n), paillier.djn_table(server.public.n)
-    clock = Clock(manual_pools([party, server], precompute))
+    party, server, party_pub, server_pub = key_pairs(args.key_bits, workers, randomness)
+    clock = Clock(manual_pools([party, server, party_pub, server_pub], precompute))
     for _ in range(args.repeat):
-        out = one_step(x, party, server, clock)
+        out = one_step(x, party, server, clock, party_pub, server_pub)
     return {"idle_s": clock.idle / args.repeat, "workers": party.workers, **out}
 
 
-def one_step(x: dict, party, server, clock: Clock) -> dict:
+def key_pairs(bits: int, workers: int | None, randomness: str) -> tuple:
+    """The party's and the server's ciphers (key owners), then each one's public side as the
+    other holds it (its obfuscators from the public table, not by CRT); tables built."""
+    owners = [sl.make_cipher("paillier", bits, workers, randomness) for _ in range(2)]
+    public = [sl.public_cipher("paillier", c.public_bytes(), workers, randomness) for c in owners]
+    if randomness == "djn":
+        for owner in owners:
+            paillier.djn_table(owner.public.n)
+            paillier.djn_crt_tables(owner.private.p, owner.private.q)
+    return (*owners, *public)
+
+
+def one_step(x: dict, party, server, clock: Clock, party_pub=None, server_pub=None) -> dict:
+    """Steps 1-7; the server works with ``party_pub`` and the party with ``server_pub`` (default:
+    the owners' ciphers)."""
+    party_pub, server_pub = party_pub or party, server_pub or server
     g, w_tilde, eps, delta = x["g"], x["w"] + x["eps"], x["eps"], x["delta"]
     rows, rng = len(g), np.random.default_rng(1)
     wire, wire_t = clock("1", sl.party_encrypt, party, g)
-    y, e_s = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, rows))
+    y, e_s = clock(
+        "2", lambda: sl.server_forward(party_pub, party_pub.from_wire(wire), w_tilde, rows)
+    )
     z_wire = clock("3", sl.party_forward, party, y, g, eps)
     z = sl.server_z(z_wire, e_s)
     gradw, enc_d, big_r, dw = clock(
-        "5", lambda: sl.server_backward(party, server, party.from_wire(wire_t), delta, w_tilde)
+        "5",
+        lambda: sl.server_backward(party_pub, server, party_pub.from_wire(wire_t), delta, w_tilde),
     )
-    m, de, r, _ = clock("6", sl.party_backward, party, server, gradw, enc_d, eps, 0.0, rng, rows)
+    m, de, r, _ = clock(
+        "6", sl.party_backward, party, server_pub, gradw, enc_d, eps, 0.0, rng, rows
+    )
     sl.server_weight_gradient(m, big_r)
     grad_wire = clock("7", sl.server_embedding_gradient, server, de, dw)
     grad = sl.party_gradient(grad_wire, r)
@@ -200,12 +219,13 @@ def per_epoch(steps: dict, eval_s: float, args) -> dict:
 def eval_forward(x_eval: dict, args, workers: int | None, randomness: str) -> float:
     """Steps 1-4 of the evaluation rows for ``P`` parties (server per party, parties at once;
     obfuscators made on the spot: more than a pool holds)."""
-    party = sl.make_cipher("paillier", args.key_bits, workers, randomness)
-    paillier.djn_table(party.public.n)
+    party, _, party_pub, _ = key_pairs(args.key_bits, workers, randomness)
     g, w_tilde, eps = x_eval["g"], x_eval["w"] + x_eval["eps"], x_eval["eps"]
-    clock = Clock(manual_pools([party], False))
+    clock = Clock(manual_pools([party, party_pub], False))
     (wire,) = clock("1", sl.party_encrypt, party, g, False)
-    y, _ = clock("2", lambda: sl.server_forward(party, party.from_wire(wire), w_tilde, len(g)))
+    y, _ = clock(
+        "2", lambda: sl.server_forward(party_pub, party_pub.from_wire(wire), w_tilde, len(g))
+    )
     clock("3", sl.party_forward, party, y, g, eps)
     s = clock.seconds
     return args.parties * s["2"] + s["1"] + s["3"]

@@ -146,7 +146,8 @@ class PaillierCipher(PlainCipher):
     """Raw Paillier (:mod:`vflfs.ml.paillier`); with ``private`` the key owner's side too.
 
     ``randomness``: ``djn`` (every encryption and re-randomisation uses ``h_s^alpha`` of this
-    key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`) or ``full`` (``r^n``: the key
+    key, :meth:`~vflfs.ml.paillier.PublicKey.djn_obfuscator`; the key owner's by CRT,
+    :meth:`~vflfs.ml.paillier.PrivateKey.djn_obfuscator`) or ``full`` (``r^n``: the key
     owner's by CRT, the others' by a full powmod). The obfuscators come from this process's
     :class:`~vflfs.ml.paillier.ObfuscatorPool` for the key, which makes them while the process
     waits (``precompute``; ``False``: made on the spot). ``workers`` forked processes share the
@@ -172,16 +173,19 @@ class PaillierCipher(PlainCipher):
         self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
 
     def obfuscator(self):
-        if self.randomness == "djn":
-            return self.public.djn_obfuscator()
+        if self.randomness == "djn":  # the key owner's by CRT
+            return (self.private or self.public).djn_obfuscator()
         return (self.private or self.public).obfuscator()
 
     def _map(self, fn, count: int, ms_each: float, per_worker: int = 4, **inputs) -> list:
         """``fn`` over index chunks of ``range(count)``, forked when worth it; flattened."""
         seconds = count * ms_each * self._scale / 1000
         workers = self.workers if seconds >= self.min_parallel_s else 1
-        if workers > 1 and self.randomness == "djn":
-            paillier.djn_table(self.public.n)  # built once here, inherited by the workers
+        if workers > 1 and self.randomness == "djn":  # built once here, inherited by the workers
+            if self.private is not None:
+                paillier.djn_crt_tables(self.private.p, self.private.q)
+            else:
+                paillier.djn_table(self.public.n)
         with self.pool.working():
             tasks = chunks(count, workers, per_worker)
             parts = fork_map(fn, tasks, workers, cipher=self, **inputs)

@@ -166,17 +166,28 @@ def server_z(wire: np.ndarray, e_s: np.ndarray) -> np.ndarray:
     return decode2(ints_from_wire(wire) - e_s)
 
 
+def server_delta(own: PlainCipher, delta: np.ndarray) -> np.ndarray:
+    """Step 5: ``[[delta]]_s`` (packed along rows) on the wire; one for every party (delta is
+    the same for all, and each re-randomises what it returns)."""
+    return own.to_wire(own.encrypt(pack_rows(encode(delta), own.slots)))
+
+
 def server_backward(
-    party: PlainCipher, own: PlainCipher, cts_t: np.ndarray, delta: np.ndarray, w_tilde: np.ndarray
+    party: PlainCipher,
+    own: PlainCipher,
+    cts_t: np.ndarray,
+    delta: np.ndarray,
+    w_tilde: np.ndarray,
+    enc_delta: np.ndarray | None = None,
 ):
     """Step 5 from the column-packed ``[[G^T]]``: ``[[G^T delta + R^T]]_m`` (packed along G's
-    columns) and ``[[delta]]_s`` (packed along rows) on the wire; keeps R (width x e) and
-    ``delta W~`` (step 7 needs the weights of the forward pass)."""
+    columns) and ``[[delta]]_s`` (:func:`server_delta`, made here unless given) on the wire;
+    keeps R (width x e) and ``delta W~`` (step 7 needs the weights of the forward pass)."""
     d = encode(delta)
     big_r = mask(w_tilde.shape)
     gw = party.affine(cts_t, d, pack_rows(big_r.T, party.slots, OFFSET))  # ce x width
-    enc_d = own.encrypt(pack_rows(d, own.slots))
-    return party.to_wire(gw), own.to_wire(enc_d), big_r, d.dot(encode(w_tilde))
+    enc_d = server_delta(own, delta) if enc_delta is None else enc_delta
+    return party.to_wire(gw), enc_d, big_r, d.dot(encode(w_tilde))
 
 
 def server_weight_gradient(wire: np.ndarray, big_r: np.ndarray) -> np.ndarray:

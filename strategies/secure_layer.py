@@ -117,11 +117,13 @@ class SecureLayer(InteractiveLayer):
         """Steps 5-8: ``W~`` moves by its noised gradient; each party's masked embedding
         gradient."""
         down, keep = {}, {}
+        delta = delta.astype(np.float64)
+        enc_delta = sl.server_delta(self.own, delta)  # the same [[delta]]_s for every party
         for m, r in replies.items():
             w = self.w_tilde(m, masks[m])
             cts = self.parties[m].from_wire(r.cipher_t[0])
-            gradw, enc_delta, big_r, dw = sl.server_backward(
-                self.parties[m], self.own, cts, delta.astype(np.float64), w
+            gradw, _, big_r, dw = sl.server_backward(
+                self.parties[m], self.own, cts, delta, w, enc_delta
             )
             down[m] = BackwardRequest(gradw=[gradw], delta=[enc_delta])
             keep[m] = (big_r, dw)

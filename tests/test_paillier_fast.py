@@ -46,10 +46,26 @@ def test_djn_obfuscators_decrypt_and_differ(key):
     assert key.decrypt_signed(public.plain(-5) * public.djn_obfuscator() % public.n2) == -5
 
 
-@pytest.mark.parametrize("buckets", [False, True])
+def test_owner_djn_obfuscator_by_crt_is_the_public_one(key):
+    """The key owner's CRT tables give h_s^alpha bit for bit as the public table does, for
+    the same alpha; fresh ones are n-th residues (encryptions of 0) and differ."""
+    p_table, q_table = paillier.djn_crt_tables(key.p, key.q)
+    assert p_table[0] == paillier.djn_base(key.public.n) % key.psquare
+    assert len(q_table) == len(paillier.djn_table(key.public.n))
+    for _ in range(5):
+        alpha = paillier.djn_alpha(key.public.n)
+        assert key.djn_obfuscator(alpha) == key.public.djn_obfuscator(alpha)
+    alpha = bytes([0, 7] + [0] * (len(alpha) - 2))  # 7 * 256
+    assert key.djn_obfuscator(alpha) == pow(paillier.djn_base(key.public.n), 7 * 256, key.public.n2)
+    fresh = {key.djn_obfuscator() for _ in range(20)}
+    assert len(fresh) == 20 and all(key.decrypt(o) == 0 for o in fresh)
+
+
+@pytest.mark.parametrize("method", ["naf", "fixed", "buckets"])
 @pytest.mark.parametrize("bits", [1, 22, 64])
-def test_multi_exp_equals_combine(key, bits, buckets):
-    """Straus' products with signed coefficients give exactly the ciphertexts of ``combine``."""
+def test_multi_exp_equals_combine(key, bits, method):
+    """Straus' products with signed coefficients give exactly the ciphertexts of ``combine``,
+    by every method."""
     public = key.public
     rng = np.random.default_rng(bits)
     values = [int(v) for v in rng.integers(-1000, 1000, size=7)]
@@ -61,8 +77,9 @@ def test_multi_exp_equals_combine(key, bits, buckets):
     )
     coeffs[2, :] = 0  # a base no column uses
     coeffs[3, :] = np.abs(coeffs[3, :])  # a base without negative coefficients
-    plan = paillier.Plan.of(coeffs, buckets=buckets)
-    assert plan.inverse[3] is False and plan.buckets is buckets
+    plan = paillier.Plan.of(coeffs, method=method)
+    assert plan.method == method and plan.inverse[2] is False
+    assert plan.inverse[3] is (method == "naf" and bits > 1)  # wNAF digits are signed
     out = plan.run(public, bases)
     assert plan.run(public, bases, [4, 1]) == [out[4], out[1]]
     for k, c in enumerate(out):
@@ -76,9 +93,24 @@ def test_multi_exp_without_bases(key):
     assert [key.decrypt(c) for c in out] == [0, 0, 0]
 
 
-def test_cost_model_picks_buckets_for_many_bases_and_tables_for_many_outputs():
-    assert paillier.multiexp.choose(1440, 1, 16)[1] is True  # F-statistic class sums
-    assert paillier.multiexp.choose(16, 32, 22)[1] is False  # secure layer, one row block
+def test_cost_model_picks_buckets_for_many_bases_and_naf_for_many_outputs():
+    assert paillier.multiexp.choose(1440, 1, 16)[1] == "buckets"  # F-statistic class sums
+    assert paillier.multiexp.choose(16, 32, 22)[1] == "naf"  # secure layer, one row block
+    assert paillier.multiexp.choose(64, 32, 18)[1] == "naf"  # its weight gradient
+    assert paillier.Plan.of([[1, 2], [3, 4]], buckets=False).method in ("naf", "fixed")
+
+
+def test_naf_digits_are_sparse_odd_and_exact():
+    """wNAF: odd digits below 2^(w-1) in magnitude, at most one in any w consecutive bits, and
+    they sum back to the exponent."""
+    draw = random.Random(5)
+    for w in (2, 3, 5, 8):
+        for a in [0, 1, 2**22 - 1, *(draw.getrandbits(64) for _ in range(50))]:
+            digits = paillier.multiexp._naf(a, w)
+            assert sum(d << pos for pos, d in digits) == a
+            assert all(d % 2 and abs(d) < 1 << (w - 1) for _, d in digits)
+            positions = [pos for pos, _ in digits]
+            assert all(b - a_ >= w for a_, b in zip(positions, positions[1:], strict=False))
 
 
 def test_keys_are_phe_keys(key):

@@ -260,3 +260,18 @@ def test_last_row_block_folds_into_fewer_ciphertexts():
     cts = sl.fold_tail(party_pub, party.encrypt(ints), 12)
     assert cts.shape == (2 * 3 + 2,)
     np.testing.assert_array_equal(sl.unfold_tail(party.decrypt(cts), 12, 3, party.slots), ints)
+
+
+def test_operation_counts_are_those_of_the_protocol():
+    """The benchmark's counts (docs/secure_layer.md) match what the code does: B = 64 rows at
+    21 slots fold to 98 and 49 ciphertexts for steps 3 and 7; the products plan wNAF digits."""
+    from vflfs.benchmarks.secure_layer import problem
+    from vflfs.benchmarks.secure_layer_counts import decryptions, step_counts
+
+    plain = sl.PlainCipher()
+    for rows, cols in ((64, 32), (64, 16), (12, 3), (42, 5)):
+        packed = sl.pack_rows(sl.mask((rows, cols)), plain.slots)
+        assert decryptions(rows, cols, plain.slots) == sl.fold_tail(plain, packed, rows).size
+    counts = step_counts(problem(64, 16, 32))
+    assert [counts[s]["decryptions"] for s in "367"] == [98, 32, 49]
+    assert all(counts[s]["method"].startswith("naf") for s in "256")

@@ -5,8 +5,10 @@ Users: the secure Gini (:mod:`vflfs.ml.gini_secure`), the secure F-statistic
 
 - :mod:`.keys`: ``phe``'s key types, raw gmpy2 ciphertext arithmetic, CRT decryption and the
   key owner's CRT obfuscators;
-- :mod:`.djn`: DJN short-exponent randomness ``h_s^alpha`` and the assumption it rests on;
-- :mod:`.multiexp`: the one multi-exponentiation (Straus, with tables or buckets);
+- :mod:`.djn`: DJN short-exponent randomness ``h_s^alpha`` (the key owner's by CRT) and the
+  assumption it rests on;
+- :mod:`.multiexp`: the one multi-exponentiation (Straus, with wNAF or window tables, or
+  buckets);
 - :mod:`.slots`: the one slot packer (several values per plaintext);
 - :mod:`.wire`: the one wire codec (fixed-width bytes, 512 B per ciphertext at 2048 bits);
 - :mod:`.pool`: obfuscators made ahead of time;
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 
-from .djn import djn_base, djn_exponent_bits, djn_table
+from .djn import djn_alpha, djn_base, djn_crt_tables, djn_exponent_bits, djn_table
 from .keys import ONE, PrivateKey, PublicKey, generate_keys, owner_encrypt, rerandomize
 from .multiexp import Plan, multi_exp, power_product
 from .pool import ObfuscatorPool
@@ -48,7 +50,9 @@ __all__ = [
     "PrivateKey",
     "PublicKey",
     "ciphertexts",
+    "djn_alpha",
     "djn_base",
+    "djn_crt_tables",
     "djn_exponent_bits",
     "djn_table",
     "from_wire",

@@ -18,7 +18,7 @@ import gmpy2
 from gmpy2 import mpz
 from phe import paillier as phe
 
-from .djn import djn_obfuscator
+from .djn import djn_alpha, djn_crt_tables, djn_obfuscator, djn_power, djn_table
 from .multiexp import power_product
 
 ONE = mpz(1)
@@ -45,9 +45,12 @@ class PublicKey(phe.PaillierPublicKey):
         r = mpz(secrets.randbelow(int(self.n) - 1) + 1)
         return gmpy2.powmod(r, self.n, self.n2)
 
-    def djn_obfuscator(self) -> mpz:
-        """``h_s^alpha``: DJN's short-exponent randomness (:mod:`.djn`, and its assumption)."""
-        return djn_obfuscator(self.n, self.n2)
+    def djn_obfuscator(self, alpha: bytes | None = None) -> mpz:
+        """``h_s^alpha``: DJN's short-exponent randomness (:mod:`.djn`, and its assumption);
+        alpha fresh unless given (:func:`.djn.djn_alpha`)."""
+        if alpha is None:
+            return djn_obfuscator(self.n, self.n2)
+        return djn_power(djn_table(self.n), alpha, self.n2)
 
     def encrypt(self, m: int) -> mpz:  # type: ignore[override]
         """A raw ciphertext of the integer m (fresh r^n)."""
@@ -100,6 +103,16 @@ class PrivateKey(phe.PaillierPrivateKey):
         p2, q2 = self.psquare, self.qsquare
         a = gmpy2.powmod(mpz(secrets.randbelow(int(p2) - 1) + 1), self.p, p2)
         b = gmpy2.powmod(mpz(secrets.randbelow(int(q2) - 1) + 1), self.q, q2)
+        return a + p2 * ((b - a) * self._p2_inverse % q2)
+
+    def djn_obfuscator(self, alpha: bytes | None = None) -> mpz:
+        """The public key's ``h_s^alpha`` (:meth:`PublicKey.djn_obfuscator`, the same law and,
+        for the same alpha, the same number) by CRT: ``h_s^alpha`` mod p^2 and mod q^2 from
+        the owner's tables (:func:`.djn.djn_crt_tables`), ~2x cheaper than mod n^2."""
+        alpha = djn_alpha(self.public.n) if alpha is None else alpha
+        p2, q2 = self.psquare, self.qsquare
+        tp, tq = djn_crt_tables(self.p, self.q)
+        a, b = djn_power(tp, alpha, p2), djn_power(tq, alpha, q2)
         return a + p2 * ((b - a) * self._p2_inverse % q2)
 
     def encrypt(self, m: int) -> mpz:

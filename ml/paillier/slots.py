@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import gmpy2
 import numpy as np
 from gmpy2 import mpz
+
+from .multiexp import square
 
 
 def slots_per_plaintext(key_bits: int, width: int) -> int:
@@ -67,8 +68,7 @@ def unpack_columns(
 
 def pack(key, cts: Sequence[mpz], width: int) -> mpz:
     """Enc(sum_j m_j 2^(width j)) from Enc(m_j), by Horner's rule (width squarings per slot)."""
-    shift, n2 = mpz(1) << width, key.n2
-    acc = cts[-1]
+    n2, acc = key.n2, cts[-1]
     for c in reversed(cts[:-1]):
-        acc = gmpy2.powmod(acc, shift, n2) * c % n2
+        acc = square(acc, width, n2) * c % n2
     return acc
