@@ -44,7 +44,7 @@ TRAINING = (
     "model=mlp training.batch_size=128 training.local_steps=1 training.epochs=1 "
     "training.patience=null device=cpu"
 )
-APPS = {"vflfs": "vflfs.client_app.app:app", "echo": "vflfs.benchmarks.roundtrip_echo:app"}
+APPS = {"vflfs": "vflfs.client_app.app:app", "echo": "vflfs.benchmarks.roundtrip_echo:echo"}
 STEP_TO_KEEP = 3  # a step with gradients to apply and a next batch to embed
 
 CHILD = """

@@ -17,62 +17,18 @@ tau = ``lam`` * ``prox_lr`` (the official code thresholds with lambda x the VFL 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from .batches import epoch_batches
 from .prox import ZERO, column_norms, group_lasso_prox_, nonzero_columns
+from .prox_sgd import STAGE_SEED, ProxSGD
 
-if TYPE_CHECKING:  # the protocol imports ProxSGD from here: no metrics libraries on import
+if TYPE_CHECKING:
     from .top import ServerModel
-
-STAGE_SEED = 7_919  # offsets the batch order of the local stages from the training epochs'
-
-
-@dataclass(frozen=True)
-class ProxSGD:
-    """Settings of one proximal SGD run: SGD at ``lr``, then the prox with tau = lam * prox_lr."""
-
-    lam: float
-    lr: float
-    prox_lr: float
-    epochs: int
-    batch_size: int
-    seed: int
-
-    def __post_init__(self) -> None:
-        if self.lam < 0 or self.lr <= 0 or self.prox_lr < 0 or self.epochs < 0:
-            raise ValueError(f"bad proximal SGD settings: {self}")
-        if self.batch_size < 1:
-            raise ValueError(f"proximal SGD batch_size must be >= 1, got {self.batch_size}")
-
-    @property
-    def tau(self) -> float:
-        """The prox threshold: a group whose norm is at most tau becomes zero."""
-        return self.lam * self.prox_lr
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> ProxSGD:
-        return cls(
-            float(d["lam"]),
-            float(d["lr"]),
-            float(d["prox_lr"]),
-            int(d["epochs"]),
-            int(d["batch_size"]),
-            int(d["seed"]),
-        )
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def batches(self, n: int, epoch: int) -> list[np.ndarray]:
-        """Positions 0..n-1 in this epoch's seeded order, in batches."""
-        return epoch_batches(np.arange(n), self.batch_size, self.seed + STAGE_SEED, epoch)
 
 
 def select_components(

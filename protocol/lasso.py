@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vflfs.ml.embedding_selection import ProxSGD
+from vflfs.ml.prox_sgd import ProxSGD
 
 from .body import Body, Empty, Operation, flat_field
 from .core import Kept

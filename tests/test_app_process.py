@@ -4,6 +4,9 @@ step needs (no optimiser tracing machinery, no loaders' or other operations' lib
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 from flwr.common.serde import message_from_proto
 from flwr.proto.message_pb2 import Message
@@ -30,3 +33,15 @@ def test_a_fresh_process_serves_a_step_as_the_live_party_and_loads_only_the_step
     assert run["loaded"] == dict.fromkeys(
         ("torch._dynamo", "sklearn", "scipy", "pandas", "phe"), False
     )
+
+
+def test_loading_the_client_app_imports_no_torch():
+    """Flower loads the ClientApp for every message: the protocol and the app's registry
+    import no torch (the handlers do, through the party, when a message arrives)."""
+    code = (
+        "import sys; import vflfs.client_app.app; "
+        "print(sorted(m for m in ('torch', 'sklearn', 'scipy', 'pandas') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
