@@ -38,10 +38,9 @@ def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer
     """``cls`` whose param groups marked ``plain_sgd=True`` take plain gradient steps,
     p -= lr * grad, the group's ``lr`` and no state (the others: ``cls``'s own step).
 
-    The stochastic gates' means can so descend their gradient unscaled while the network's
-    weights keep Adam: Adam divides a step by the gradient's running RMS, which lets the gate
-    of a column with noisy data-gradients resist the penalty longer than that of a weak
-    relevant column (docs/selection.md, the gates' optimiser).
+    The stochastic gates' means can so descend their gradient unscaled, as STG's authors
+    trained them, while the network's weights keep Adam (``strategy.gate_optimizer=sgd``; on
+    the selection benchmark it ranked the columns no better than Adam: docs/selection.md).
     """
     base_step = cls.step
 
