@@ -40,6 +40,7 @@ def own_deployment(tmp_path_factory, party_files):
         yield stack
 
 
+@pytest.mark.heavy  # a whole run over the deployment, a fresh process per message (~1.5 min)
 def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_files, tmp_path):
     """Submitted with ``vflfs submit``, every party proving its identity key: exit status 0."""
     out = tmp_path / "out"
