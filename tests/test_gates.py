@@ -188,3 +188,15 @@ def test_sgd_gates_need_a_learning_rate():
         GateSettings(sigma=0.5, lambda_input=1.0, reduce="mean", gate_optimizer="sgd")
     gate = GateSettings(0.5, 1.0, "mean", gate_optimizer="sgd", gate_lr=0.2).gate(0.3)
     assert gate == {"sigma": 0.5, "lam": 0.3, "reduce": "mean", "optimizer": "sgd", "lr": 0.2}
+
+
+def test_stg_gates_draw_their_noise_at_one_and_fedsdg_fs_gates_at_one_half():
+    """The defaults measured in docs/selection.md (the path section and its shortfalls)."""
+    from vflfs.runtime.config import compose_config
+    from vflfs.strategies.fedsdg_fs import FedSDGFS
+    from vflfs.strategies.stg import STG
+
+    stg = STG(compose_config(["strategy=stg"])).gates()
+    fedsdg = FedSDGFS(compose_config(["strategy=fedsdg_fs"])).gates()
+    assert stg["input"]["sigma"] == 1.0
+    assert fedsdg["input"]["sigma"] == fedsdg["embedding"]["sigma"] == 0.5
