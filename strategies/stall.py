@@ -50,6 +50,19 @@ def stalled(experiment: Experiment, rows: list[dict]) -> bool:
     return near_prior and min(r["train_loss"] for r in rows) > (1 - LEARNING_MARGIN) * entropy
 
 
+def restarted(spec: dict, restarts: int) -> dict:
+    """A party's setup instructions after ``restarts`` restarts: a new initialisation seed,
+    and every learning rate it trains with (its weights' and, where the gates have their own
+    optimiser, the gates') times ``RESTART_LR ** restarts``."""
+    if restarts:
+        spec["seed"] += RESTART_SEED * restarts
+        spec["optimizer"]["lr"] *= RESTART_LR**restarts
+        for gate in (spec.get("gates") or {}).values():
+            if "lr" in gate:
+                gate["lr"] *= RESTART_LR**restarts
+    return spec
+
+
 class StallRecovery:
     """The epochs of :class:`vflfs.strategies.vfl.VFL` with a stalled start detected and
     restarted: the first epochs watched, the parties and the server rebuilt on a stall."""

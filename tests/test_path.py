@@ -167,6 +167,16 @@ def test_stall_is_the_uniform_prediction_at_the_majority_rate():
     assert stalled(experiment, [{"train_loss": v, "val_metric": 0.5} for v in (0.70, 0.694, 0.693)])
 
 
+def test_a_restart_lowers_every_learning_rate_of_a_party():
+    from vflfs.strategies.stall import RESTART_LR, restarted
+
+    spec = {"seed": 1, "optimizer": {"lr": 0.01}, "gates": {"input": {"lam": 1.0, "lr": 0.1}}}
+    assert restarted(dict(spec), 0) == spec
+    again = restarted(spec, 2)
+    assert again["optimizer"]["lr"] == pytest.approx(0.01 * RESTART_LR**2) and again["seed"] != 1
+    assert again["gates"]["input"] == {"lam": 1.0, "lr": pytest.approx(0.1 * RESTART_LR**2)}
+
+
 @pytest.mark.parametrize("strategy", ["stg", "group_lasso"])
 def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strategy):
     summary = run_local(tiny_config(f"strategy={strategy} {QUICK}"), tmp_path)
