@@ -5,14 +5,20 @@ local lasso rank them by stage 3's scores. Instead of a fixed share, the server 
 k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_features`` only
 counts within that budget): for each, the parties rebuild their models on their part of the
 best k (a party with none sends nothing) and VFL trains with early stopping on validation.
-The kept count is the smallest whose best validation score is within the tolerance of the
-best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`) and
-whose validation loss, sample by sample, the paired comparison cannot tell from the lowest, and
-the reported model is that training's best epoch. With ``select.refine`` the server then
-bisects between that count and the next smaller one tried (k/2, which fell short), so that the
-count need not be a power of two; with ``select.refit_patience`` the chosen count trains once
-more with that patience, and the better of its two trainings on validation is reported. With
-``strategy.keep_fraction`` set, a filter keeps that share instead.
+The first count is d, the reference the others are judged against; a strategy that already
+holds such a model (LESS-VFL's pre-training, trained on every feature until validation
+stopped improving) lets it stand for d instead of training it again, as the path strategies'
+warm-up stands for their dense point. The smaller counts then go from 1 upwards, and the
+first good one ends the search: a good count is one whose best validation score is within
+the tolerance of the best count's (one standard error by default,
+:func:`vflfs.strategies.path.tolerance`) and whose validation loss, sample by sample, the
+paired comparison cannot tell from the lowest; the larger counts, which would only be good
+too, are not trained. The kept count is the smallest good one, and the reported model is
+that training's best epoch. With ``select.refine`` the server then bisects between that count
+and the next smaller one tried (which fell short), so that the count need not be a power of
+two; with ``select.refit_patience`` the chosen count trains once more with that patience, and
+the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
+set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -48,10 +54,12 @@ class Candidate:
     mb: float = 0.0
     val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
     good: bool = False  # among the counts the choice picks from
+    dense: bool = False  # a model on every feature trained before the choice (not here)
 
     def row(self) -> dict:
         return {
             "k": self.k,
+            "dense": self.dense,
             "per_party": [len(k) for k in self.kept],
             "epochs": [self.first, self.stop],
             "val_metric": self.val_metric,
@@ -76,6 +84,12 @@ def counts(total: int, budget: int | None) -> list[int]:
 def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
     """Per party: local indices of its features among the k best overall (rank < k)."""
     return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
+
+
+def last_is_good(tried: list[Candidate], slack: float) -> bool:
+    """Whether the count tried last is good among all those tried (:func:`good_scores`)."""
+    metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
+    return len(tried) - 1 in good_scores(metrics, slack, losses)
 
 
 def smallest_good(
@@ -103,9 +117,7 @@ def bisect(
     while hi - lo > 1:
         mid = (lo + hi) // 2
         attempt(mid)
-        metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
-        good = len(tried) - 1 in good_scores(metrics, slack, losses)
-        lo, hi = (lo, mid) if good else (mid, hi)
+        lo, hi = (lo, mid) if last_is_good(tried, slack) else (mid, hi)
 
 
 @dataclass(frozen=True)
@@ -157,8 +169,18 @@ class CountChoice:
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
             return candidate
 
-        for k in counts(total, s.max_features):
+        ladder = counts(total, s.max_features)
+        dense = self.dense_candidate(ranks) if ladder[0] == total else None
+        if dense is None:
+            attempt(ladder[0])
+        else:
+            tried.append(dense)
+            log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
+        for k in sorted(ladder[1:]):  # upwards: the first good count ends the search
             attempt(k)
+            best = max(c.val_metric for c in tried)
+            if last_is_good(tried, tolerance(s.tolerance, experiment, best)):
+                break
         chosen, slack = smallest_good(tried, experiment, s.tolerance)
         if s.refine:
             bisect(tried, chosen, slack, attempt)
@@ -175,6 +197,11 @@ class CountChoice:
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
 
+    def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
+        """A model on every feature trained before the choice, to stand for the count d
+        (None: the choice trains d itself)."""
+        return None
+
     def report(self, result: RunResult, chosen: Candidate) -> None:
         """The reported model: ``chosen``'s best epoch, its features and components."""
         result.best_from, result.best_to = chosen.first, chosen.stop
@@ -182,7 +209,7 @@ class CountChoice:
         for m, (p, kept) in enumerate(zip(result.parties, chosen.kept, strict=True)):
             p.selected_at_best = kept.tolist()
             sent = len(self.candidate_components(m)) if len(kept) else 0
-            p.components = None if sent == size else sent  # None: all
+            p.components = None if chosen.dense or sent == size else sent  # None: all
 
     def train_on(
         self,

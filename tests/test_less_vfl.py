@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -170,8 +171,16 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     real = np.concatenate([s[~f] for s, f in zip(scores, spurious, strict=True)])
     noise = np.concatenate([s[f] for s, f in zip(scores, spurious, strict=True)])
     assert np.median(real) > np.max(noise)
-    tried = [c["k"] for c in extra["count_choice"]["tried"]]
-    assert tried[:5] == [18, 9, 4, 2, 1]
+    tried = extra["count_choice"]["tried"]
+    # The pre-trained model stands for all 18 features: not trained again.
+    assert tried[0]["k"] == 18 and tried[0]["dense"]
+    assert tried[0]["epochs"] == [0, extra["selection_epoch"]]
+    assert tried[1]["epochs"][0] == extra["selection_epoch"]
+    # Then upwards from 1 until a count is good; the bisection's counts lie off the ladder.
+    counts = [c["k"] for c in tried[1:]]
+    upward = list(itertools.takewhile(lambda k: k in (1, 2, 4, 9), counts))
+    assert upward == [1, 2, 4, 9][: len(upward)] and len(upward) >= 1
+    assert not any(c["good"] for c in tried[1 : len(upward)])
     assert extra["count_choice"]["refit"]["k"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["selected_features"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["spurious_removed"] >= 0.75  # 7 of the 9 noise columns
