@@ -86,6 +86,19 @@ def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
     return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
 
 
+def learned_level(experiment: Experiment) -> float | None:
+    """The validation accuracy a model must exceed to have learned anything: the training
+    rows' majority class's share of the validation rows plus one standard error of it (at
+    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
+    for regression."""
+    if experiment.task.kind != "classification" or not len(experiment.splits.val):
+        return None
+    y, splits = experiment.y, experiment.splits
+    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
+    rate = float(np.mean(y[splits.val] == majority))
+    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
+
+
 def last_is_good(tried: list[Candidate], slack: float) -> bool:
     """Whether the count tried last is good among all those tried (:func:`good_scores`)."""
     metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
@@ -137,6 +150,8 @@ class CountChoice:
     """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
 
     choosing: list[np.ndarray] | None = None
+    patience: int | None = None  # set while an early-stopped training runs
+    learned_above: float | None = None  # :func:`learned_level`, once known
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)  # type: ignore[call-arg]
@@ -158,6 +173,7 @@ class CountChoice:
             raise ConfigError(f"{self.name} chooses its count on validation: set strategy.select")
         epochs = s.max_epochs or int(self.cfg.training.epochs)
         self.patience = s.patience
+        self.learned_above = learned_level(experiment)
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
@@ -196,6 +212,20 @@ class CountChoice:
         self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
+
+    def patience_ends(self, epoch: int, result: RunResult) -> bool:
+        """An early-stopped training (one count's, or LESS-VFL's pre-training) ends after
+        ``patience`` epochs without a better validation score. The ``training.patience_steps``
+        floor, which tells a model that stopped learning from one not yet started, applies
+        only while the best validation score is no better than the majority class's
+        (:func:`learned_level`): once the model has learned something, that question is
+        answered. At batch 1000 on Phishing the floor made every count wait 7 epochs past
+        its best instead of 2, and its single-feature counts are flat from their first epoch."""
+        assert self.patience is not None
+        level, best = self.learned_above, result.best
+        if level is not None and best and best["val_metric"] > level:
+            return epoch - best["epoch"] >= self.patience
+        return self.patience_over(epoch, result, self.patience)  # type: ignore[attr-defined]
 
     def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d

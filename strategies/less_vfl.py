@@ -37,7 +37,7 @@ from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, Loc
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .filter_choice import Candidate, CountChoice
+from .filter_choice import Candidate, CountChoice, learned_level
 from .gini import global_ranks
 from .registry import register
 from .result import RunResult
@@ -75,7 +75,6 @@ class LessVFL(CountChoice, VFL):
 
     name = "less_vfl"
 
-    patience: int | None = None  # set while an early-stopped training runs
     components: list[list[int]] | None = None  # K_m of each party, once stage 2 has run
     scores: list[np.ndarray]  # stage 3's score of every feature of each party
     pretrained: Candidate | None = None  # stage 1's model, when validation ended it
@@ -125,6 +124,7 @@ class LessVFL(CountChoice, VFL):
         total = int(self.cfg.training.epochs)
         self.stage = "pretrain"
         if self.pretrain_epochs is None:
+            self.learned_above = learned_level(experiment)
             self.patience = self.pretrain_patience
             self.start_reliably(federation, experiment, result, on_epoch, total)
             self.pretrained = self.pretrained_candidate(federation, result)
@@ -168,16 +168,11 @@ class LessVFL(CountChoice, VFL):
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """While ``patience`` is set (adaptive pre-training, one kept count's training): that
         many epochs without a better validation score. Otherwise never before selection
-        (``training.patience`` counts from the first epoch after it).
-
-        The pre-training counts epochs only (no ``training.patience_steps`` floor), as the
-        path strategies' warm-up, the model it stands for: with the floor a pre-training at
-        batch 1000 on Phishing waited 7 epochs instead of 2 past its best, the largest part of
-        LESS-VFL's cost to the paper's target (docs/less_vfl.md)."""
-        if self.patience is not None and self.stage == "pretrain":
-            return epoch - result.best["epoch"] >= self.patience
+        (``training.patience`` counts from the first epoch after it). The steps floor only
+        while nothing is learned yet (:meth:`CountChoice.patience_ends`): with it, the
+        pre-training at batch 1000 on Phishing waited 7 epochs past its best instead of 2."""
         if self.patience is not None:
-            return self.patience_over(epoch, result, self.patience)
+            return self.patience_ends(epoch, result)
         assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
 
