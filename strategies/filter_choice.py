@@ -5,20 +5,19 @@ local lasso rank them by stage 3's scores. Instead of a fixed share, the server 
 k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_features`` only
 counts within that budget): for each, the parties rebuild their models on their part of the
 best k (a party with none sends nothing) and VFL trains with early stopping on validation.
-The first count is d, the reference the others are judged against; a strategy that already
-holds such a model (LESS-VFL's pre-training, trained on every feature until validation
-stopped improving) lets it stand for d instead of training it again, as the path strategies'
-warm-up stands for their dense point. The smaller counts then go from 1 upwards, and the
-first good one ends the search: a good count is one whose best validation score is within
-the tolerance of the best count's (one standard error by default,
-:func:`vflfs.strategies.path.tolerance`) and whose validation loss, sample by sample, the
-paired comparison cannot tell from the lowest; the larger counts, which would only be good
-too, are not trained. The kept count is the smallest good one, and the reported model is
+A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
+until validation stopped improving) lets it stand for the count d instead of training it
+again, as the path strategies' warm-up model stands for their dense point. The kept count is
+the smallest whose best validation score is within the tolerance of the best count's (one
+standard error by default, :func:`vflfs.strategies.path.tolerance`) and whose validation loss,
+sample by sample, the paired comparison cannot tell from the lowest, and the reported model is
 that training's best epoch. With ``select.refine`` the server then bisects between that count
-and the next smaller one tried (which fell short), so that the count need not be a power of
-two; with ``select.refit_patience`` the chosen count trains once more with that patience, and
-the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
-set, a filter keeps that share instead.
+and the next smaller one tried (k/2, which fell short), so that the count need not be a power
+of two; with ``select.refit_patience`` the chosen count trains once more with that patience,
+and the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
+set, a filter keeps that share instead. Each count trains until ``select.patience`` epochs
+pass without a better validation score; the ``training.patience_steps`` floor holds it back
+only while it has learned nothing (:meth:`CountChoice.patience_ends`).
 """
 
 from __future__ import annotations
@@ -99,12 +98,6 @@ def learned_level(experiment: Experiment) -> float | None:
     return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
 
 
-def last_is_good(tried: list[Candidate], slack: float) -> bool:
-    """Whether the count tried last is good among all those tried (:func:`good_scores`)."""
-    metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
-    return len(tried) - 1 in good_scores(metrics, slack, losses)
-
-
 def smallest_good(
     tried: list[Candidate], experiment: Experiment, setting: float | None
 ) -> tuple[Candidate, float]:
@@ -130,7 +123,9 @@ def bisect(
     while hi - lo > 1:
         mid = (lo + hi) // 2
         attempt(mid)
-        lo, hi = (lo, mid) if last_is_good(tried, slack) else (mid, hi)
+        metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
+        good = len(tried) - 1 in good_scores(metrics, slack, losses)
+        lo, hi = (lo, mid) if good else (mid, hi)
 
 
 @dataclass(frozen=True)
@@ -187,16 +182,13 @@ class CountChoice:
 
         ladder = counts(total, s.max_features)
         dense = self.dense_candidate(ranks) if ladder[0] == total else None
-        if dense is None:
+        if dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
             attempt(ladder[0])
         else:
             tried.append(dense)
             log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
-        for k in sorted(ladder[1:]):  # upwards: the first good count ends the search
+        for k in ladder[1:]:
             attempt(k)
-            best = max(c.val_metric for c in tried)
-            if last_is_good(tried, tolerance(s.tolerance, experiment, best)):
-                break
         chosen, slack = smallest_good(tried, experiment, s.tolerance)
         if s.refine:
             bisect(tried, chosen, slack, attempt)
@@ -229,7 +221,8 @@ class CountChoice:
 
     def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d
-        (None: the choice trains d itself)."""
+        (None: the choice trains d itself, as it does when that model trained more epochs
+        than a count may)."""
         return None
 
     def report(self, result: RunResult, chosen: Candidate) -> None:
