@@ -15,9 +15,7 @@ that training's best epoch. With ``select.refine`` the server then bisects betwe
 and the next smaller one tried (k/2, which fell short), so that the count need not be a power
 of two; with ``select.refit_patience`` the chosen count trains once more with that patience,
 and the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
-set, a filter keeps that share instead. Each count trains until ``select.patience`` epochs
-pass without a better validation score; the ``training.patience_steps`` floor holds it back
-only while it has learned nothing (:meth:`CountChoice.patience_ends`).
+set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -85,19 +83,6 @@ def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
     return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
 
 
-def learned_level(experiment: Experiment) -> float | None:
-    """The validation accuracy a model must exceed to have learned anything: the training
-    rows' majority class's share of the validation rows plus one standard error of it (at
-    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
-    for regression."""
-    if experiment.task.kind != "classification" or not len(experiment.splits.val):
-        return None
-    y, splits = experiment.y, experiment.splits
-    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
-    rate = float(np.mean(y[splits.val] == majority))
-    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
-
-
 def smallest_good(
     tried: list[Candidate], experiment: Experiment, setting: float | None
 ) -> tuple[Candidate, float]:
@@ -145,8 +130,6 @@ class CountChoice:
     """Mix-in for a select-then-train strategy: the kept count chosen on validation."""
 
     choosing: list[np.ndarray] | None = None
-    patience: int | None = None  # set while an early-stopped training runs
-    learned_above: float | None = None  # :func:`learned_level`, once known
 
     def __init__(self, cfg: DictConfig) -> None:
         super().__init__(cfg)  # type: ignore[call-arg]
@@ -168,7 +151,6 @@ class CountChoice:
             raise ConfigError(f"{self.name} chooses its count on validation: set strategy.select")
         epochs = s.max_epochs or int(self.cfg.training.epochs)
         self.patience = s.patience
-        self.learned_above = learned_level(experiment)
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
@@ -204,20 +186,6 @@ class CountChoice:
         self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
-
-    def patience_ends(self, epoch: int, result: RunResult) -> bool:
-        """An early-stopped training (one count's, or LESS-VFL's pre-training) ends after
-        ``patience`` epochs without a better validation score. The ``training.patience_steps``
-        floor, which tells a model that stopped learning from one not yet started, applies
-        only while the best validation score is no better than the majority class's
-        (:func:`learned_level`): once the model has learned something, that question is
-        answered. At batch 1000 on Phishing the floor made every count wait 7 epochs past
-        its best instead of 2, and its single-feature counts are flat from their first epoch."""
-        assert self.patience is not None
-        level, best = self.learned_above, result.best
-        if level is not None and best and best["val_metric"] > level:
-            return epoch - best["epoch"] >= self.patience
-        return self.patience_over(epoch, result, self.patience)  # type: ignore[attr-defined]
 
     def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d

@@ -34,6 +34,7 @@ class SelectThenTrain(CountChoice, VFL):
     name = Strategy.name  # a skeleton: not a strategy of its own
     phase = "selection"  # traffic phase of the scoring and the removal
     lower_is_better = True
+    patience: int | None = None
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
@@ -64,7 +65,7 @@ class SelectThenTrain(CountChoice, VFL):
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         if self.patience is None:
             return super().stop_early(epoch, result)
-        return self.patience_ends(epoch, result)
+        return self.patience_over(epoch, result, self.patience)
 
     def scores(
         self, federation: Federation, experiment: Experiment, result: RunResult

@@ -27,6 +27,7 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,13 +38,26 @@ from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, Loc
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .filter_choice import Candidate, CountChoice, learned_level
+from .filter_choice import Candidate, CountChoice
 from .gini import global_ranks
 from .registry import register
 from .result import RunResult
 from .settings import typed
 from .strategy import EpochCallback, log
 from .vfl import VFL
+
+
+def learned_level(experiment: Experiment) -> float | None:
+    """The validation accuracy a model must exceed to have learned anything: the training
+    rows' majority class's share of the validation rows plus one standard error of it (at
+    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
+    for regression."""
+    if experiment.task.kind != "classification" or not len(experiment.splits.val):
+        return None
+    y, splits = experiment.y, experiment.splits
+    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
+    rate = float(np.mean(y[splits.val] == majority))
+    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ class LessVFL(CountChoice, VFL):
 
     name = "less_vfl"
 
+    patience: int | None = None  # set while an early-stopped training runs
+    learned_above: float | None = None  # :func:`learned_level`, during the pre-training
     components: list[list[int]] | None = None  # K_m of each party, once stage 2 has run
     scores: list[np.ndarray]  # stage 3's score of every feature of each party
     pretrained: Candidate | None = None  # stage 1's model, when validation ended it
@@ -168,13 +184,25 @@ class LessVFL(CountChoice, VFL):
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """While ``patience`` is set (adaptive pre-training, one kept count's training): that
         many epochs without a better validation score. Otherwise never before selection
-        (``training.patience`` counts from the first epoch after it). The steps floor only
-        while nothing is learned yet (:meth:`CountChoice.patience_ends`): with it, the
-        pre-training at batch 1000 on Phishing waited 7 epochs past its best instead of 2."""
+        (``training.patience`` counts from the first epoch after it)."""
+        if self.patience is not None and self.stage == "pretrain":
+            return self.pretraining_ends(epoch, result)
         if self.patience is not None:
-            return self.patience_ends(epoch, result)
+            return self.patience_over(epoch, result, self.patience)
         assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
+
+    def pretraining_ends(self, epoch: int, result: RunResult) -> bool:
+        """``pretrain_patience`` epochs without a better validation score; the
+        ``training.patience_steps`` floor, which tells a model that stopped learning from one
+        not yet started, only while the best validation score is no better than the majority
+        class's (:func:`learned_level`). With the floor throughout, the pre-training at batch
+        1000 on Phishing (8 steps an epoch) waited 7 epochs past its best instead of 2."""
+        assert self.patience is not None
+        level, best = self.learned_above, result.best
+        if level is not None and best and best["val_metric"] > level:
+            return epoch - best["epoch"] >= self.patience
+        return self.patience_over(epoch, result, self.patience)
 
     def row_extras(self) -> dict:
         return {**super().row_extras(), "components_kept": int(sum(self.widths))}

@@ -229,26 +229,3 @@ def test_fstat_full_randomness_equals_plaintext_and_bad_randomness_is_named():
         np.testing.assert_array_equal(secure, fstat_fixed_point(quantize(X, 16), y, params))
     with pytest.raises(ConfigError, match="randomness"):
         FStatConfig.from_cfg({"randomness": "r^n"})
-
-
-def test_a_count_that_learned_stops_on_its_patience_alone():
-    """The steps floor (here 50 steps of one batch) holds a count back only while its best
-    validation score is no better than the majority class's; once it has learned something,
-    ``patience`` epochs without a better score end it."""
-    from vflfs.strategies import RunResult
-    from vflfs.strategies.fstat_filter import FStatFilter
-
-    strategy = FStatFilter(tiny_config("strategy=fstat_filter training.patience_steps=50"))
-    strategy.epoch_steps, strategy.patience, strategy.learned_above = 1, 2, 0.6
-
-    def after(best: float, waited: int) -> RunResult:
-        rows = [{"epoch": 0, "val_metric": best}]
-        rows += [{"epoch": e, "val_metric": best - 0.05} for e in range(1, waited + 1)]
-        return RunResult("fstat_filter", "accuracy", history=rows)
-
-    assert strategy.patience_ends(2, after(0.8, 2))  # learned: two epochs
-    assert not strategy.patience_ends(1, after(0.8, 1))
-    assert not strategy.patience_ends(2, after(0.55, 2))  # at the majority class: the floor
-    assert strategy.patience_ends(50, after(0.55, 50))
-    strategy.learned_above = None  # regression: the floor always
-    assert not strategy.patience_ends(2, after(0.8, 2))

@@ -232,3 +232,27 @@ def test_selection_survives_a_fresh_process_per_message(tmp_path, monkeypatch):
     assert restored["extra"]["components_kept"] == cached["extra"]["components_kept"]
     assert sum(cached["extra"]["components_kept"]) < 48
     np.testing.assert_allclose(restored["step_losses"], cached["step_losses"], rtol=1e-6)
+
+
+def test_a_pretraining_that_learned_stops_on_its_patience_alone():
+    """The steps floor (here 50 steps of one batch) holds the pre-training back only while its
+    best validation score is no better than the majority class's; once it has learned
+    something, ``pretrain_patience`` epochs without a better score end it."""
+    from vflfs.strategies import RunResult
+    from vflfs.strategies.less_vfl import LessVFL
+
+    strategy = LessVFL(compose_config(f"{SMALL} strategy=less_vfl training.patience_steps=50"))
+    strategy.epoch_steps, strategy.patience, strategy.learned_above = 1, 2, 0.6
+    strategy.stage = "pretrain"
+
+    def after(best: float, waited: int) -> RunResult:
+        rows = [{"epoch": 0, "val_metric": best}]
+        rows += [{"epoch": e, "val_metric": best - 0.05} for e in range(1, waited + 1)]
+        return RunResult("less_vfl", "accuracy", history=rows)
+
+    assert strategy.stop_early(2, after(0.8, 2))  # learned: two epochs
+    assert not strategy.stop_early(1, after(0.8, 1))
+    assert not strategy.stop_early(2, after(0.55, 2))  # at the majority class: the floor
+    assert strategy.stop_early(50, after(0.55, 50))
+    strategy.stage = "select"  # a count's training: the floor as for every training
+    assert not strategy.stop_early(2, after(0.8, 2))
