@@ -28,7 +28,7 @@ def _key(data_spec: dict, train_rows: np.ndarray) -> str:
 
 
 def party_data(data_spec: dict, train_rows: np.ndarray, keep: int = 1) -> PartyData:
-    """The party's own columns (plus injected noise), min-max scaled on ``train_rows``; the
+    """The party's own columns (plus injected noise), scaled on ``train_rows``; the
     cache keeps the last ``max(8, keep)`` views (``keep``: the parties of the run, which in
     ``engine=local`` all live in this process)."""
     key = _key(data_spec, train_rows)
@@ -43,6 +43,7 @@ def party_data(data_spec: dict, train_rows: np.ndarray, keep: int = 1) -> PartyD
         train_rows,
         noise_ratio=float(noise.get("ratio", 0.0)),
         noise_seed=int(noise.get("seed", 0)),
+        scaling=str(data_spec.get("scaling", "minmax")),
     )
     _CACHE[key] = view
     while len(_CACHE) > max(_CACHE_SIZE, keep):

@@ -10,6 +10,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from vflfs.datasets.scaling import SCALINGS
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -103,6 +105,9 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
     for key, rule in NUMBERS.items():
         check_number(cfg, key, *rule)
+    scaling = cfg.get("scaling", "auto")
+    if scaling not in SCALINGS:
+        raise ConfigError(f"scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
     for key in ("rerun", "resume"):
         if not isinstance(cfg.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")

@@ -36,6 +36,7 @@ EXIT_CODES = {
     "finished:failed": EXIT_FAILED,
     "finished:stopped": EXIT_STOPPED,
 }
+LOST_MISSES = 3  # unanswered status checks in a row, at least, before the SuperLink counts as lost
 # flwr run's options that take a value (the rest are flags or positionals).
 _VALUE_OPTIONS = {"--federation", "--run-config", "-c", "--federation-config", "--format"}
 
@@ -146,16 +147,20 @@ class Follower:
 
 
 def follow(follower: Follower, run_id: int, poll: float, lost_after: float) -> dict | None:
-    """Poll the run's status until it has finished; None when the SuperLink is lost."""
-    last_answer = time.monotonic()
+    """Poll the run's status until it has finished; None when the SuperLink is lost: no answer
+    for ``lost_after`` seconds and to at least :data:`LOST_MISSES` checks in a row (one
+    ``flwr ls`` that times out on a loaded machine is not a lost SuperLink)."""
+    last_answer, misses = time.monotonic(), 0
     while True:
         status = follower.status(run_id)
         if status is not None:
-            last_answer = time.monotonic()
+            last_answer, misses = time.monotonic(), 0
             if str(status.get("status", "")).startswith("finished"):
                 return status
-        elif time.monotonic() - last_answer > lost_after:
-            return None
+        else:
+            misses += 1
+            if misses >= LOST_MISSES and time.monotonic() - last_answer > lost_after:
+                return None
         time.sleep(poll)
 
 

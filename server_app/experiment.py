@@ -178,6 +178,7 @@ class Experiment:
 
     def _data_spec(self, m: int) -> dict:
         noise = {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m}
+        scaling = str(self.cfg.get("scaling", "auto"))
         if self.labels is not None:
             if self.party_rows is None:
                 raise ValueError(f"align the samples ({ALIGN.name}) before setting parties up")
@@ -185,13 +186,14 @@ class Experiment:
             # in its own sorted list of blinded IDs, in the aligned order.
             positions = self.party_rows[m].tolist()
             party_file = {"alignment": self.alignment_id, "positions": positions}
-            return {"party_file": party_file, "noise": noise}
+            return {"party_file": party_file, "noise": noise, "scaling": scaling}
         return {
             "name": str(self.cfg.dataset.name),
             "data_dir": self.data_dir,
             "params": dataset_params(self.cfg),
             "columns": self.columns[m].tolist(),
             "noise": noise,
+            "scaling": scaling,
         }
 
 

@@ -41,7 +41,7 @@ from .local_steps import LocalSteps
 from .registry import register
 from .result import PartyReport, RunResult
 from .settings import SecureConfig
-from .stall import RESTART_LR, RESTART_SEED, StallRecovery
+from .stall import RESTART_LR, RESTART_SEED, StallRecovery, restarted
 from .strategy import EpochCallback, Strategy, log
 
 
@@ -75,11 +75,7 @@ class VFL(StallRecovery, Strategy):
     # -- setup ----------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         """Party ``m``'s setup instructions; subclasses add their own keys."""
-        spec = experiment.party_spec(m)
-        if self.restarts:
-            spec["seed"] += RESTART_SEED * self.restarts
-            spec["optimizer"]["lr"] *= RESTART_LR**self.restarts
-        return spec
+        return experiment.party_spec(m)
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
         replies = self.setup_parties(federation, experiment)
@@ -115,7 +111,7 @@ class VFL(StallRecovery, Strategy):
         eval_rows = np.concatenate(list(experiment.eval_sets().values()))
         requests = {
             m: SetupRequest(
-                spec=self.party_spec(experiment, m),
+                spec=restarted(self.party_spec(experiment, m), self.restarts),
                 nonce=uuid.uuid4().hex,
                 train_rows=splits.train,
                 eval_rows=eval_rows,

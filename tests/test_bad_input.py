@@ -36,6 +36,7 @@ def user_npz(tmp_path, X, y) -> str:
         ("split=columns split.columns=[[0,1],[1,2]]", r"1"),
         ("training.local_steps=0", r"training.local_steps must be >= 1"),
         ("engine=ray", r"engine must be 'local' or 'simulation', got 'ray'"),
+        ("scaling=standard", r"scaling must be one of auto, minmax, got 'standard'"),
         ("training.epochs=abc", r"training\.epochs must be an integer, got 'abc'"),
         ("training.lr=fast", r"training\.lr must be a number, got 'fast'"),
         ("training.lr=0", r"training\.lr must be > 0"),

@@ -99,6 +99,34 @@ def test_minmax_fitted_on_train_rows_only():
     np.testing.assert_allclose(scaled[train, 1], 0.0)
 
 
+def test_auto_scaling_takes_ranks_where_a_few_values_squash_a_column():
+    from vflfs.datasets.scaling import scale_columns
+
+    rng = np.random.default_rng(0)
+    normal = rng.normal(size=1000)
+    outliers = normal.copy()
+    outliers[:5] *= 1000  # 0.5% gross outliers: min-max leaves the rest a sliver
+    sparse = np.where(rng.random(1000) < 0.9, 0.0, rng.exponential(size=1000))
+    sparse[0] = 500.0  # mostly one value: its spread is in the others, min-max kept
+    X = np.column_stack([normal, np.exp(3 * normal), outliers, sparse])
+    train = np.arange(800)
+    auto, plain = scale_columns(X, train), scale_columns(X, train, "minmax")
+    np.testing.assert_array_equal(plain, minmax_scale(X, train))
+    for j in (0, 3):
+        np.testing.assert_array_equal(auto[:, j], plain[:, j])
+    for j in (1, 2):  # the empirical distribution function of the training rows
+        ranks = np.argsort(np.argsort(X[train, j]))
+        np.testing.assert_allclose(auto[train, j], (ranks + 0.5) / len(train), atol=1e-6)
+        assert np.all(np.diff(auto[np.argsort(X[:, j]), j]) >= 0)  # order kept, all rows
+    # a monotone transform of a squashed column leaves it as it was
+    steeper = scale_columns(np.exp(5 * normal)[:, None], train)[:, 0]
+    np.testing.assert_array_equal(auto[:, 1], steeper)
+    below = np.array([[X[train, 1].min() - 1.0]])
+    assert scale_columns(np.vstack([X[:, [1]], below]), train)[-1, 0] == 0.0
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        scale_columns(X, train, "standard")
+
+
 def test_minmax_rejects_bad_rows():
     with pytest.raises(DataError, match="out of range"):
         minmax_scale(np.zeros((3, 2)), np.array([0, 5]))

@@ -161,6 +161,20 @@ def test_stall_is_the_uniform_prediction_at_the_majority_rate():
     flat = [{"train_loss": 0.6931, "val_metric": 0.5}] * 3
     assert stalled(experiment, flat)
     assert not stalled(experiment, [*flat[:2], {"train_loss": 0.5, "val_metric": 0.7}])
+    # a slow start goes below the prior's entropy (0.6931) while it predicts the majority class
+    slow = [{"train_loss": v, "val_metric": 0.5} for v in (0.6994, 0.6933, 0.6891)]
+    assert not stalled(experiment, slow)
+    assert stalled(experiment, [{"train_loss": v, "val_metric": 0.5} for v in (0.70, 0.694, 0.693)])
+
+
+def test_a_restart_lowers_every_learning_rate_of_a_party():
+    from vflfs.strategies.stall import RESTART_LR, restarted
+
+    spec = {"seed": 1, "optimizer": {"lr": 0.01}, "gates": {"input": {"lam": 1.0, "lr": 0.1}}}
+    assert restarted(dict(spec), 0) == spec
+    again = restarted(spec, 2)
+    assert again["optimizer"]["lr"] == pytest.approx(0.01 * RESTART_LR**2) and again["seed"] != 1
+    assert again["gates"]["input"] == {"lam": 1.0, "lr": pytest.approx(0.1 * RESTART_LR**2)}
 
 
 @pytest.mark.parametrize("strategy", ["stg", "group_lasso"])

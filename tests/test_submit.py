@@ -21,6 +21,7 @@ from vflfs.runtime.submit import (
     EXIT_NOT_SUBMITTED,
     EXIT_STOPPED,
     conclude,
+    follow,
     parse_submission,
 )
 from vflfs.server_app.interrupted import ExitWatch
@@ -51,6 +52,24 @@ def test_the_outcome_is_written_where_the_run_left_none(tmp_path):
     assert conclude(9, status, stopped, 60) == EXIT_STOPPED
     assert (stopped / "error.txt").read_text() == "the ServerApp's own reason\n"
     assert conclude(9, {"status": "finished:completed"}, tmp_path / "absent", 60) == 0
+
+
+class ScriptedStatus:
+    """``flwr ls``'s answers in order (None: the call timed out or failed)."""
+
+    def __init__(self, answers: list[dict | None]) -> None:
+        self.answers = iter(answers)
+
+    def status(self, run_id: int) -> dict | None:
+        return next(self.answers)
+
+
+def test_one_unanswered_status_check_is_not_a_lost_superlink():
+    done = {"status": "finished:completed"}
+    assert follow(ScriptedStatus([None, None, done]), 1, poll=0, lost_after=0) == done
+    assert follow(ScriptedStatus([None, {"status": "running"}, None, None, done]), 1, 0, 0) == done
+    assert follow(ScriptedStatus([None, None, None, done]), 1, poll=0, lost_after=0) is None
+    assert follow(ScriptedStatus([None] * 3 + [done]), 1, poll=0, lost_after=3600) == done
 
 
 def test_an_ended_run_with_a_checkpoint_is_told_to_resume(tmp_path):
