@@ -5,14 +5,17 @@ local lasso rank them by stage 3's scores. Instead of a fixed share, the server 
 k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_features`` only
 counts within that budget): for each, the parties rebuild their models on their part of the
 best k (a party with none sends nothing) and VFL trains with early stopping on validation.
-The kept count is the smallest whose best validation score is within the tolerance of the
-best count's (one standard error by default, :func:`vflfs.strategies.path.tolerance`) and
-whose validation loss, sample by sample, the paired comparison cannot tell from the lowest, and
-the reported model is that training's best epoch. With ``select.refine`` the server then
-bisects between that count and the next smaller one tried (k/2, which fell short), so that the
-count need not be a power of two; with ``select.refit_patience`` the chosen count trains once
-more with that patience, and the better of its two trainings on validation is reported. With
-``strategy.keep_fraction`` set, a filter keeps that share instead.
+A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
+until validation stopped improving) lets it stand for the count d instead of training it
+again, as the path strategies' warm-up model stands for their dense point. The kept count is
+the smallest whose best validation score is within the tolerance of the best count's (one
+standard error by default, :func:`vflfs.strategies.path.tolerance`) and whose validation loss,
+sample by sample, the paired comparison cannot tell from the lowest, and the reported model is
+that training's best epoch. With ``select.refine`` the server then bisects between that count
+and the next smaller one tried (k/2, which fell short), so that the count need not be a power
+of two; with ``select.refit_patience`` the chosen count trains once more with that patience,
+and the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
+set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -48,10 +51,12 @@ class Candidate:
     mb: float = 0.0
     val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
     good: bool = False  # among the counts the choice picks from
+    dense: bool = False  # a model on every feature trained before the choice (not here)
 
     def row(self) -> dict:
         return {
             "k": self.k,
+            "dense": self.dense,
             "per_party": [len(k) for k in self.kept],
             "epochs": [self.first, self.stop],
             "val_metric": self.val_metric,
@@ -157,7 +162,14 @@ class CountChoice:
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
             return candidate
 
-        for k in counts(total, s.max_features):
+        ladder = counts(total, s.max_features)
+        dense = self.dense_candidate(ranks) if ladder[0] == total else None
+        if dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
+            attempt(ladder[0])
+        else:
+            tried.append(dense)
+            log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
+        for k in ladder[1:]:
             attempt(k)
         chosen, slack = smallest_good(tried, experiment, s.tolerance)
         if s.refine:
@@ -175,6 +187,12 @@ class CountChoice:
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
 
+    def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
+        """A model on every feature trained before the choice, to stand for the count d
+        (None: the choice trains d itself, as it does when that model trained more epochs
+        than a count may)."""
+        return None
+
     def report(self, result: RunResult, chosen: Candidate) -> None:
         """The reported model: ``chosen``'s best epoch, its features and components."""
         result.best_from, result.best_to = chosen.first, chosen.stop
@@ -182,7 +200,7 @@ class CountChoice:
         for m, (p, kept) in enumerate(zip(result.parties, chosen.kept, strict=True)):
             p.selected_at_best = kept.tolist()
             sent = len(self.candidate_components(m)) if len(kept) else 0
-            p.components = None if sent == size else sent  # None: all
+            p.components = None if chosen.dense or sent == size else sent  # None: all
 
     def train_on(
         self,

@@ -17,32 +17,47 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    of lambdas each feature gets a score, the point at which its column leaves
    (:func:`vflfs.ml.embedding_selection.leave_scores`); the reply carries one per feature.
 4. With ``strategy.select`` (the default), the server ranks all features by these scores and
-   chooses how many to keep on validation (:class:`CountChoice`: the best d, d/2, ... 1, each
-   trained on stage 2's components with early stopping; the smallest within one standard
-   error). With ``select: null`` (the paper) standard VFL continues on stage 3's own
-   selection, up to ``training.epochs`` epochs in all. Removed features and components are no
-   longer computed or sent.
+   chooses how many to keep on validation (:class:`CountChoice`: the best 1, 2, ... d/2
+   features, each trained on stage 2's components with early stopping, until one is within
+   one standard error of the pre-trained model, which stands for all d features). With
+   ``select: null`` (the paper) standard VFL continues on stage 3's own selection, up to
+   ``training.epochs`` epochs in all. Removed features and components are no longer computed
+   or sent.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from vflfs.federation import Federation
+from vflfs.federation import MB, Federation
 from vflfs.ml.embedding_selection import ProxSGD, select_components
 from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, LocalSelectRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .filter_choice import CountChoice
+from .filter_choice import Candidate, CountChoice
 from .gini import global_ranks
 from .registry import register
 from .result import RunResult
 from .settings import typed
 from .strategy import EpochCallback, log
 from .vfl import VFL
+
+
+def learned_level(experiment: Experiment) -> float | None:
+    """The validation accuracy a model must exceed to have learned anything: the training
+    rows' majority class's share of the validation rows plus one standard error of it (at
+    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
+    for regression."""
+    if experiment.task.kind != "classification" or not len(experiment.splits.val):
+        return None
+    y, splits = experiment.y, experiment.splits
+    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
+    rate = float(np.mean(y[splits.val] == majority))
+    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
 
 
 @dataclass(frozen=True)
@@ -75,8 +90,10 @@ class LessVFL(CountChoice, VFL):
     name = "less_vfl"
 
     patience: int | None = None  # set while an early-stopped training runs
+    learned_above: float | None = None  # :func:`learned_level`, during the pre-training
     components: list[list[int]] | None = None  # K_m of each party, once stage 2 has run
     scores: list[np.ndarray]  # stage 3's score of every feature of each party
+    pretrained: Candidate | None = None  # stage 1's model, when validation ended it
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -123,8 +140,10 @@ class LessVFL(CountChoice, VFL):
         total = int(self.cfg.training.epochs)
         self.stage = "pretrain"
         if self.pretrain_epochs is None:
+            self.learned_above = learned_level(experiment)
             self.patience = self.pretrain_patience
             self.start_reliably(federation, experiment, result, on_epoch, total)
+            self.pretrained = self.pretrained_candidate(federation, result)
             self.pretrain_epochs = result.best_from = len(result.history)
             self.patience = None
             log.info("%s: pre-trained %d epochs", self.name, self.pretrain_epochs)
@@ -139,14 +158,51 @@ class LessVFL(CountChoice, VFL):
         self.stage = "dense"
         self.run_epochs(federation, experiment, result, on_epoch, self.pretrain_epochs, total)
 
+    def pretrained_candidate(self, federation: Federation, result: RunResult) -> Candidate:
+        """Stage 1's model (trained on every feature until validation stopped improving) as
+        the count choice's candidate d: its window of epochs, best validation score and
+        per-sample validation losses."""
+        first, stop = result.best_from, len(result.history)
+        rows = result.history[first:stop]
+        everything = [np.arange(p.n_features, dtype=np.int64) for p in result.parties]
+        return Candidate(
+            k=sum(len(f) for f in everything),
+            kept=everything,
+            first=first,
+            stop=stop,
+            val_metric=max(r["val_metric"] for r in rows),
+            mb=federation.traffic.total_bytes() / MB,
+            val_losses=self.val_losses_at_lowest,
+            dense=True,
+        )
+
+    def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
+        """The pre-trained model stands for all d features when validation ended stage 1
+        (a fixed number of pre-training epochs need not have trained it to its best)."""
+        return self.pretrained
+
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """While ``patience`` is set (adaptive pre-training, one kept count's training): that
         many epochs without a better validation score. Otherwise never before selection
         (``training.patience`` counts from the first epoch after it)."""
+        if self.patience is not None and self.stage == "pretrain":
+            return self.pretraining_ends(epoch, result)
         if self.patience is not None:
             return self.patience_over(epoch, result, self.patience)
         assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
+
+    def pretraining_ends(self, epoch: int, result: RunResult) -> bool:
+        """``pretrain_patience`` epochs without a better validation score; the
+        ``training.patience_steps`` floor, which tells a model that stopped learning from one
+        not yet started, only while the best validation score is no better than the majority
+        class's (:func:`learned_level`). With the floor throughout, the pre-training at batch
+        1000 on Phishing (8 steps an epoch) waited 7 epochs past its best instead of 2."""
+        assert self.patience is not None
+        level, best = self.learned_above, result.best
+        if level is not None and best and best["val_metric"] > level:
+            return epoch - best["epoch"] >= self.patience
+        return self.patience_over(epoch, result, self.patience)
 
     def row_extras(self) -> dict:
         return {**super().row_extras(), "components_kept": int(sum(self.widths))}

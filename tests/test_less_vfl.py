@@ -159,7 +159,7 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     them, and the real columns outrank the noise."""
     cfg = compose_config(
         f"{SMALL} strategy=local_lasso noise.ratio=1.0 training.epochs=12 "
-        "strategy.party.epochs=8 strategy.select.max_epochs=4 strategy.select.refit_patience=1"
+        "strategy.party.epochs=8 strategy.select.refit_patience=1"
     )
     summary = run_local(cfg, tmp_path)
     extra = summary["extra"]
@@ -170,8 +170,12 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     real = np.concatenate([s[~f] for s, f in zip(scores, spurious, strict=True)])
     noise = np.concatenate([s[f] for s, f in zip(scores, spurious, strict=True)])
     assert np.median(real) > np.max(noise)
-    tried = [c["k"] for c in extra["count_choice"]["tried"]]
-    assert tried[:5] == [18, 9, 4, 2, 1]
+    tried = extra["count_choice"]["tried"]
+    # The pre-trained model stands for all 18 features: not trained again.
+    assert tried[0]["k"] == 18 and tried[0]["dense"]
+    assert tried[0]["epochs"] == [0, extra["selection_epoch"]]
+    assert tried[1]["epochs"][0] == extra["selection_epoch"]
+    assert [c["k"] for c in tried[:5]] == [18, 9, 4, 2, 1]
     assert extra["count_choice"]["refit"]["k"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["selected_features"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["spurious_removed"] >= 0.75  # 7 of the 9 noise columns
@@ -228,3 +232,27 @@ def test_selection_survives_a_fresh_process_per_message(tmp_path, monkeypatch):
     assert restored["extra"]["components_kept"] == cached["extra"]["components_kept"]
     assert sum(cached["extra"]["components_kept"]) < 48
     np.testing.assert_allclose(restored["step_losses"], cached["step_losses"], rtol=1e-6)
+
+
+def test_a_pretraining_that_learned_stops_on_its_patience_alone():
+    """The steps floor (here 50 steps of one batch) holds the pre-training back only while its
+    best validation score is no better than the majority class's; once it has learned
+    something, ``pretrain_patience`` epochs without a better score end it."""
+    from vflfs.strategies import RunResult
+    from vflfs.strategies.less_vfl import LessVFL
+
+    strategy = LessVFL(compose_config(f"{SMALL} strategy=less_vfl training.patience_steps=50"))
+    strategy.epoch_steps, strategy.patience, strategy.learned_above = 1, 2, 0.6
+    strategy.stage = "pretrain"
+
+    def after(best: float, waited: int) -> RunResult:
+        rows = [{"epoch": 0, "val_metric": best}]
+        rows += [{"epoch": e, "val_metric": best - 0.05} for e in range(1, waited + 1)]
+        return RunResult("less_vfl", "accuracy", history=rows)
+
+    assert strategy.stop_early(2, after(0.8, 2))  # learned: two epochs
+    assert not strategy.stop_early(1, after(0.8, 1))
+    assert not strategy.stop_early(2, after(0.55, 2))  # at the majority class: the floor
+    assert strategy.stop_early(50, after(0.55, 50))
+    strategy.stage = "select"  # a count's training: the floor as for every training
+    assert not strategy.stop_early(2, after(0.8, 2))
