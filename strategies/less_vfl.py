@@ -27,7 +27,6 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,20 +43,7 @@ from .registry import register
 from .result import RunResult
 from .settings import typed
 from .strategy import EpochCallback, log
-from .vfl import VFL
-
-
-def learned_level(experiment: Experiment) -> float | None:
-    """The validation accuracy a model must exceed to have learned anything: the training
-    rows' majority class's share of the validation rows plus one standard error of it (at
-    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
-    for regression."""
-    if experiment.task.kind != "classification" or not len(experiment.splits.val):
-        return None
-    y, splits = experiment.y, experiment.splits
-    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
-    rate = float(np.mean(y[splits.val] == majority))
-    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
+from .vfl import VFL, learned_level
 
 
 @dataclass(frozen=True)
@@ -199,10 +185,7 @@ class LessVFL(CountChoice, VFL):
         class's (:func:`learned_level`). With the floor throughout, the pre-training at batch
         1000 on Phishing (8 steps an epoch) waited 7 epochs past its best instead of 2."""
         assert self.patience is not None
-        level, best = self.learned_above, result.best
-        if level is not None and best and best["val_metric"] > level:
-            return epoch - best["epoch"] >= self.patience
-        return self.patience_over(epoch, result, self.patience)
+        return self.patience_over(epoch, result, self.patience, self.learned_above)
 
     def row_extras(self) -> dict:
         return {**super().row_extras(), "components_kept": int(sum(self.widths))}

@@ -362,13 +362,34 @@ class VFL(StallRecovery, Strategy):
         patience = self.cfg.training.get("patience")
         return patience is not None and self.patience_over(epoch, result, int(patience))
 
-    def patience_over(self, epoch: int, result: RunResult, patience: int) -> bool:
+    def patience_over(
+        self, epoch: int, result: RunResult, patience: int, learned_above: float | None = None
+    ) -> bool:
         """``patience`` epochs, and at least ``training.patience_steps`` optimiser steps,
         passed without a better validation score. On a few hundred rows an epoch is one or two
-        steps: two epochs cannot tell a model that stopped learning from one not yet started."""
-        steps = int(self.cfg.training.get("patience_steps") or 0)
+        steps: two epochs cannot tell a model that stopped learning from one not yet started.
+
+        With ``learned_above`` (:func:`learned_level`) the steps floor holds only while the best
+        validation score is at most that, i.e. until the model has learned something: for a
+        stage that should end soon after (the path's warm-up, LESS-VFL's pre-training)."""
         waited = epoch - result.best["epoch"]
+        if learned_above is not None and result.best["val_metric"] > learned_above:
+            return waited >= patience
+        steps = int(self.cfg.training.get("patience_steps") or 0)
         return waited >= max(patience, math.ceil(steps / self.epoch_steps))
+
+
+def learned_level(experiment: Experiment) -> float | None:
+    """The validation accuracy a model must exceed to have learned anything: the training
+    rows' majority class's share of the validation rows plus one standard error of it (at
+    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
+    for regression."""
+    if experiment.task.kind != "classification" or not len(experiment.splits.val):
+        return None
+    y, splits = experiment.y, experiment.splits
+    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
+    rate = float(np.mean(y[splits.val] == majority))
+    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
 
 
 def party_importance(federation: Federation) -> list[dict]:

@@ -256,3 +256,11 @@ def test_a_pretraining_that_learned_stops_on_its_patience_alone():
     assert strategy.stop_early(50, after(0.55, 50))
     strategy.stage = "select"  # a count's training: the floor as for every training
     assert not strategy.stop_early(2, after(0.8, 2))
+    # the path's warm-up: the same rule (STG on the same settings)
+    from vflfs.strategies.stg import STG
+
+    gates = STG(compose_config(f"{SMALL} strategy=stg training.patience_steps=50"))
+    gates.epoch_steps, gates.patience, gates.learned_above = 1, 2, 0.6
+    gates.stage = "warmup"
+    assert gates.stop_early(2, after(0.8, 2))
+    assert not gates.stop_early(2, after(0.55, 2)) and gates.stop_early(50, after(0.55, 50))
