@@ -24,12 +24,15 @@ from helpers import tiny_config
 VFL = "strategy=vfl training.epochs=6 training.patience=null"
 # A short path: 3 warm-up epochs at most, 3 points of 4 epochs, a refit of 3 epochs; the
 # penalty starts high enough for the refit to keep a few of the 40 features.
-STG = (
-    "strategy=stg training.epochs=6 strategy.path.warmup_max_epochs=3 strategy.path.start=2 "
+SHORT_PATH = (
+    "training.epochs=6 strategy.path.warmup_max_epochs=3 strategy.path.start=2 "
     "strategy.path.points=3 strategy.path.max_points=3 strategy.path.steps_per_point=20 "
     "strategy.path.refit_max_epochs=3"
 )
-LASSO = STG.replace("strategy=stg", "strategy=group_lasso")
+# Gate noise 0.5: on this data its choice refits two candidates, then a probe (at the default
+# 1.0, one candidate and three probes), so the run stops in both kinds of refit.
+STG = f"strategy=stg strategy.sigma=0.5 {SHORT_PATH}"
+LASSO = f"strategy=group_lasso {SHORT_PATH}"
 
 
 def stopped_run(cfg, out_dir, epoch: int, monkeypatch) -> None:
