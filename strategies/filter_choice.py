@@ -163,7 +163,7 @@ class CountChoice:
             return candidate
 
         ladder = counts(total, s.max_features)
-        dense = self.dense_candidate(ranks) if ladder[0] == total else None
+        dense = self.dense_candidate() if ladder[0] == total else None
         if dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
             attempt(ladder[0])
         else:
@@ -187,7 +187,7 @@ class CountChoice:
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
 
-    def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
+    def dense_candidate(self) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d
         (None: the choice trains d itself, as it does when that model trained more epochs
         than a count may)."""

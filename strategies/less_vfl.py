@@ -17,9 +17,9 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    of lambdas each feature gets a score, the point at which its column leaves
    (:func:`vflfs.ml.embedding_selection.leave_scores`); the reply carries one per feature.
 4. With ``strategy.select`` (the default), the server ranks all features by these scores and
-   chooses how many to keep on validation (:class:`CountChoice`: the best 1, 2, ... d/2
-   features, each trained on stage 2's components with early stopping, until one is within
-   one standard error of the pre-trained model, which stands for all d features). With
+   chooses how many to keep on validation (:class:`CountChoice`: the best d, d/2, ... 1
+   features, each trained on stage 2's components with early stopping, the pre-trained model
+   standing for all d; the smallest within one standard error). With
    ``select: null`` (the paper) standard VFL continues on stage 3's own selection, up to
    ``training.epochs`` epochs in all. Removed features and components are no longer computed
    or sent.
@@ -162,30 +162,23 @@ class LessVFL(CountChoice, VFL):
             dense=True,
         )
 
-    def dense_candidate(self, ranks: list[np.ndarray]) -> Candidate | None:
+    def dense_candidate(self) -> Candidate | None:
         """The pre-trained model stands for all d features when validation ended stage 1
         (a fixed number of pre-training epochs need not have trained it to its best)."""
         return self.pretrained
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """While ``patience`` is set (adaptive pre-training, one kept count's training): that
-        many epochs without a better validation score. Otherwise never before selection
-        (``training.patience`` counts from the first epoch after it)."""
-        if self.patience is not None and self.stage == "pretrain":
-            return self.pretraining_ends(epoch, result)
+        many epochs without a better validation score, and the ``training.patience_steps``
+        floor; the pre-training keeps the floor only until it has learned something
+        (:func:`learned_level`: at batch 1000 on Phishing, 8 steps an epoch, it waited 7 epochs
+        past its best instead of 2). Otherwise never before selection (``training.patience``
+        counts from the first epoch after it)."""
         if self.patience is not None:
-            return self.patience_over(epoch, result, self.patience)
+            learned = self.learned_above if self.stage == "pretrain" else None
+            return self.patience_over(epoch, result, self.patience, learned)
         assert self.pretrain_epochs is not None
         return epoch >= self.pretrain_epochs and super().stop_early(epoch, result)
-
-    def pretraining_ends(self, epoch: int, result: RunResult) -> bool:
-        """``pretrain_patience`` epochs without a better validation score; the
-        ``training.patience_steps`` floor, which tells a model that stopped learning from one
-        not yet started, only while the best validation score is no better than the majority
-        class's (:func:`learned_level`). With the floor throughout, the pre-training at batch
-        1000 on Phishing (8 steps an epoch) waited 7 epochs past its best instead of 2."""
-        assert self.patience is not None
-        return self.patience_over(epoch, result, self.patience, self.learned_above)
 
     def row_extras(self) -> dict:
         return {**super().row_extras(), "components_kept": int(sum(self.widths))}
