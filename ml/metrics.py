@@ -16,3 +16,10 @@ def score(task: Task, output: torch.Tensor, y: np.ndarray) -> float:
         return float(accuracy_score(y, out.argmax(dim=1).numpy()))
     # R^2 of the standardised targets: the same as on the original scale
     return float(r2_score(task.target(y).numpy(), out.squeeze(-1).numpy()))
+
+
+def majority_margin(baseline: float, n: int) -> float:
+    """How far above the majority class's accuracy ``baseline`` on ``n`` rows a model must
+    score to show it learned something: one standard error of that accuracy (at least 0.005).
+    On 36 rows one row is 2.8 points: a model one row above the majority class shows nothing."""
+    return max(0.005, float(np.sqrt(baseline * (1 - baseline) / max(n, 1))))

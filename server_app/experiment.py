@@ -162,6 +162,12 @@ class Experiment:
             sets["train"] = self.splits.train
         return sets
 
+    def majority_rate(self, rows: np.ndarray) -> float:
+        """Accuracy on ``rows`` of always predicting the training rows' most frequent class."""
+        y = self.y
+        majority = np.bincount(y[self.splits.train], minlength=self.task.n_classes).argmax()
+        return float(np.mean(y[rows] == majority)) if len(rows) else 0.0
+
     def party_spec(self, m: int) -> dict:
         """Party ``m``'s setup instructions: where its columns come from and what to build."""
         cfg = self.cfg

@@ -4,28 +4,13 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
+from vflfs.ml.metrics import majority_margin
 from vflfs.strategies import RunResult
 from vflfs.strategies.local_steps import reduced_warning
 
 from .experiment import Experiment
 
 log = logging.getLogger("vflfs")
-
-
-def majority_rate(experiment: Experiment) -> float:
-    """Test accuracy of always predicting the training rows' most frequent class."""
-    y, splits = experiment.y, experiment.splits
-    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
-    return float(np.mean(y[splits.test] == majority)) if len(splits.test) else 0.0
-
-
-def majority_margin(baseline: float, n_test: int) -> float:
-    """How far above the majority class's test accuracy a model must score to show it learned
-    something: one standard error of that accuracy on ``n_test`` rows (at least 0.005). On 36
-    test rows one row is 2.8 points: a model one row above the majority class shows nothing."""
-    return max(0.005, float(np.sqrt(baseline * (1 - baseline) / max(n_test, 1))))
 
 
 def outcome(experiment: Experiment, result: RunResult) -> dict:
@@ -35,7 +20,7 @@ def outcome(experiment: Experiment, result: RunResult) -> dict:
     best = result.best
     warnings: list[str] = []
     if experiment.task.kind == "classification":
-        baseline = majority_rate(experiment)
+        baseline = experiment.majority_rate(experiment.splits.test)
         n = len(experiment.splits.test)
         margin = majority_margin(baseline, n)
         if best["test_metric"] <= baseline + margin:

@@ -55,11 +55,12 @@ def restarted(spec: dict, restarts: int) -> dict:
     and every learning rate it trains with (its weights' and, where the gates have their own
     optimiser, the gates') times ``RESTART_LR ** restarts``."""
     if restarts:
+        factor = RESTART_LR**restarts
         spec["seed"] += RESTART_SEED * restarts
-        spec["optimizer"]["lr"] *= RESTART_LR**restarts
+        spec["optimizer"]["lr"] *= factor
         for gate in (spec.get("gates") or {}).values():
             if "lr" in gate:
-                gate["lr"] *= RESTART_LR**restarts
+                gate["lr"] *= factor
     return spec
 
 

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from vflfs.federation import MB, Federation
 from vflfs.ml.batches import chunked, epoch_batches
 from vflfs.ml.devices import resolve_device
+from vflfs.ml.metrics import majority_margin
 from vflfs.ml.models import TopSpec
 from vflfs.ml.stale_gradients import round_learning_rate
 from vflfs.ml.top import ServerModel
@@ -380,16 +381,15 @@ class VFL(StallRecovery, Strategy):
 
 
 def learned_level(experiment: Experiment) -> float | None:
-    """The validation accuracy a model must exceed to have learned anything: the training
-    rows' majority class's share of the validation rows plus one standard error of it (at
-    least 0.005; as :func:`vflfs.server_app.outcome.majority_margin` on the test rows). None
+    """The validation accuracy a model must exceed to have learned anything: the majority
+    class's accuracy on the validation rows plus one standard error of it
+    (:func:`~vflfs.ml.metrics.majority_margin`, as the run's outcome on the test rows). None
     for regression."""
-    if experiment.task.kind != "classification" or not len(experiment.splits.val):
+    val = experiment.splits.val
+    if experiment.task.kind != "classification" or not len(val):
         return None
-    y, splits = experiment.y, experiment.splits
-    majority = np.bincount(y[splits.train], minlength=experiment.task.n_classes).argmax()
-    rate = float(np.mean(y[splits.val] == majority))
-    return rate + max(0.005, math.sqrt(rate * (1 - rate) / len(splits.val)))
+    rate = experiment.majority_rate(val)
+    return rate + majority_margin(rate, len(val))
 
 
 def party_importance(federation: Federation) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vflfs.server_app.outcome import majority_margin
+from vflfs.ml.metrics import majority_margin
 from vflfs.strategies import RunResult
 from vflfs.strategies.vfl import VFL
 
