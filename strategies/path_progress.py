@@ -123,7 +123,7 @@ class PathProgress:
         if sum(p.top_k is not None for p in refits.pool) >= settings.refit_probes:
             return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
-        path_kept = [p.kept for p in self.points if p.kept > 0]
+        path_kept = [p.kept for p in self.points]
         k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):

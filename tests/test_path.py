@@ -111,6 +111,20 @@ def test_probes_halve_the_gap_below_the_winner_then_above_it():
     assert next_probe([200, 165, 150, 80], 2, [200, 136, 43]) == 110  # 80 lost: between
 
 
+def test_probes_go_below_a_winner_whose_next_path_point_kept_nothing():
+    path = [500, 120, 59, 0]
+    # 59 won, the path fell from 59 to none: down toward 1, then halving as above
+    assert next_probe([500, 120, 59], 2, path) == 8
+    assert next_probe([500, 120, 59, 8], 3, path) == 3  # 8 won
+    assert next_probe([500, 120, 59, 8], 2, path) == 22  # 8 lost
+    assert next_probe([500, 120, 59, 8, 3, 2], 5, path) is None
+    # from within 1.2x of the winner to none: past that point, toward 1
+    assert next_probe([500, 70, 60], 2, [500, 70, 60, 55, 0]) == 8
+    # a sparser nonempty point: as before the rule (no probe below it)
+    assert next_probe([500, 120, 59], 2, [500, 120, 59, 5, 0]) == 17
+    assert next_probe([500, 120, 59], 2, [500, 120, 59, 5]) == 17
+
+
 def test_the_ranking_orders_by_last_point_kept_then_importance():
     ranking = Ranking()
     ranking.update(0, [[0, 1, 2], [0, 1]], [[0], [0]], [[1, 1, 1], [1, 1]])
