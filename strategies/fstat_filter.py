@@ -39,7 +39,7 @@ from .registry import register
 from .result import RunResult
 from .secure_scoring import (
     SectionConfig,
-    classification_labels,
+    scoring_labels,
     scoring_phase,
     send_labels,
     send_scores,
@@ -51,7 +51,8 @@ log = logging.getLogger("vflfs")
 @dataclass(frozen=True)
 class FStatConfig(SectionConfig):
     """``strategy.fstat``: key size, value bits P, fixed-point bits E, mask bits, randomness
-    (``djn`` / ``full``, as ``strategy.gini.randomness``), CPU workers."""
+    (``djn`` / ``full``, as ``strategy.gini.randomness``), CPU workers, and the classes a
+    regression target is cut into."""
 
     section: ClassVar[str] = "fstat"
     key_bits: int = 2048
@@ -60,6 +61,7 @@ class FStatConfig(SectionConfig):
     mask_bits: int = 40
     randomness: str = "djn"
     workers: int | None = None
+    target_classes: int = 5  # a regression target's quantile classes (secure_scoring.py)
 
     def __post_init__(self) -> None:
         if self.randomness not in RANDOMNESS:
@@ -79,8 +81,7 @@ def secure_fstat(
     """Every party's features' ANOVA F-statistics (larger = more important), the server's view;
     each party also keeps its own. The parties must be set up."""
     cfg = FStatConfig.from_cfg(cfg_fstat)
-    rows, y = classification_labels(experiment, rows, "the F-statistic filter")
-    c = experiment.task.n_classes
+    rows, y, c = scoring_labels(experiment, rows, cfg.target_classes)
     with scoring_phase(federation, "fstat"):
         start = time.perf_counter()
         key = keys or paillier.generate_keys(cfg.key_bits)

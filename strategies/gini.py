@@ -36,7 +36,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .secure_scoring import (
     SectionConfig,
-    classification_labels,
+    scoring_labels,
     scoring_phase,
     send_labels,
     send_scores,
@@ -50,7 +50,7 @@ RANDOMNESS = ("djn", "full")
 class GiniConfig(SectionConfig):
     """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, randomness (``djn``:
     short-exponent ``h_s^alpha``, DJN's assumption, see docs/secure_gini.md; ``full``: ``r^n``),
-    CPU workers."""
+    CPU workers, and the classes a regression target is cut into."""
 
     section: ClassVar[str] = "gini"
     bins: int = 10
@@ -59,6 +59,7 @@ class GiniConfig(SectionConfig):
     mask_bits: int = 40
     randomness: str = "djn"
     workers: int | None = None  # None / 0: every CPU
+    target_classes: int = 5  # a regression target's quantile classes (secure_scoring.py)
 
     def __post_init__(self) -> None:
         if self.randomness not in RANDOMNESS:
@@ -82,13 +83,13 @@ def secure_gini(
     benchmarks. Each party also keeps its own scores (``client_app.scoring.stored_scores``).
     """
     cfg = GiniConfig.from_cfg(cfg_gini)
-    rows, y = classification_labels(experiment, rows, "secure Gini")
+    rows, y, n_classes = scoring_labels(experiment, rows, cfg.target_classes)
     with scoring_phase(federation, "gini"):
         start = time.perf_counter()
         key = keys or paillier.generate_keys(cfg.key_bits)
         params = GiniParams(
             bins=cfg.bins,
-            n_classes=experiment.task.n_classes,
+            n_classes=n_classes,
             rows=len(rows),
             weight_bits=cfg.weight_bits,
             mask_bits=cfg.mask_bits,

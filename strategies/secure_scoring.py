@@ -1,10 +1,10 @@
 """What the server side of the secure scoring phases shares (Gini, F-statistic).
 
 Both phases (:mod:`vflfs.strategies.gini`, :mod:`vflfs.strategies.fstat_filter`) read integer
-settings from a ``strategy.<section>``, score the training rows' class labels, send them once
-to every party encrypted under a fresh Paillier key, get back per feature the party's packed
-masked ciphertexts, and end by giving each party its own scores. What happens in between is
-each protocol's own.
+settings from a ``strategy.<section>``, score the training rows' class labels (a regression
+target's quantile classes), send them once to every party encrypted under a fresh Paillier key,
+get back per feature the party's packed masked ciphertexts, and end by giving each party its
+own scores. What happens in between is each protocol's own.
 """
 
 from __future__ import annotations
@@ -53,17 +53,41 @@ def scoring_phase(federation: Federation, phase: str):
     return federation.traffic.in_phase(phase)
 
 
-def classification_labels(experiment: Experiment, rows: np.ndarray | None, what: str):
-    """The training rows and their class ids, or a config error for regression tasks."""
-    if experiment.task.kind != "classification":
-        raise ConfigError(
-            f"{what} needs class labels; dataset task is {experiment.task.kind}; fix: for "
-            "regression choose stg, group_lasso, less_vfl or local_lasso, or fedsdg_fs with "
-            "strategy.init=uniform (no Gini initialisation)"
-        )
+def scoring_labels(
+    experiment: Experiment, rows: np.ndarray | None, target_classes: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The training rows, their class ids and the number of classes the scores are taken over.
+
+    A regression target is cut at its training rows' quantiles into ``target_classes`` classes
+    of about equal size (:func:`quantile_classes`): a feature's Gini impurity or ANOVA F over
+    them measures how much its values say about the target's level, as they do for classes.
+    The cut is the server's, like the labels; the parties see only their encryption.
+    """
     rows = experiment.splits.train if rows is None else rows
     rows = np.asarray(rows, dtype=np.int64)
-    return rows, np.asarray(experiment.y)[rows].astype(np.int64)
+    y = np.asarray(experiment.y)[rows]
+    if experiment.task.kind == "classification":
+        return rows, y.astype(np.int64), experiment.task.n_classes
+    classes, n = quantile_classes(y, target_classes)
+    return rows, classes, n
+
+
+def quantile_classes(y: np.ndarray, k: int) -> tuple[np.ndarray, int]:
+    """``y`` cut at its ``1/k, ..., (k-1)/k`` quantiles: class ids 0..n-1 and n (fewer than
+    ``k`` where ties merge quantiles: a target of few distinct values keeps one class per
+    value). A constant target cannot be scored and is refused."""
+    if k < 2:
+        raise ConfigError(f"target_classes must be >= 2, got {k}")
+    y = np.asarray(y, dtype=np.float64)
+    edges = np.unique(np.quantile(y, np.arange(1, k) / k))
+    _, classes = np.unique(np.searchsorted(edges, y, side="right"), return_inverse=True)
+    n = int(classes.max()) + 1 if len(classes) else 0
+    if n < 2:
+        raise ConfigError(
+            "the regression target is constant on the training rows, so no feature can be "
+            "scored against it; fix: check the label column"
+        )
+    return classes.astype(np.int64), n
 
 
 def send_labels(

@@ -33,6 +33,7 @@ from vflfs.protocol import GINI_COMBINE, GINI_MASK, GINI_SCORES
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.server_app.experiment import Experiment
 from vflfs.strategies.gini import global_ranks, keep_best, secure_gini
+from vflfs.strategies.secure_scoring import quantile_classes
 from vflfs.strategies.vfl import VFL
 
 F = 52  # default weight_bits
@@ -350,6 +351,25 @@ def test_many_classes_and_chunked_slots(n_classes, workers, djn):
     assert G[0] == G.min()
 
 
+def test_regression_targets_are_scored_over_their_quantile_classes():
+    """Secure Gini of a regression target: the plaintext Gini of its training quantile
+    classes, bit for bit; FRIEDMAN's five relevant columns score best."""
+    cfg = compose_config(
+        "dataset=friedman dataset.params.n_samples=300 dataset.params.n_features=10 "
+        "split.num_parties=2"
+    )
+    federation, experiment, _ = set_up(cfg)
+    rows = experiment.splits.train
+    scores = secure_gini(federation, experiment, {"key_bits": 512}, rows=rows)
+    y, n = quantile_classes(experiment.y[rows], 5)
+    assert n == 5 and np.bincount(y).min() >= len(rows) // 5 - 1
+    for secure, X in zip(scores, views(experiment, rows), strict=True):
+        np.testing.assert_array_equal(secure, gini_fixed_point(X, y, 10, 5, F))
+    assert set(np.argsort(np.concatenate(scores))[:5]) == {0, 1, 2, 3, 4}
+    # ties merge quantiles: three distinct values, three classes
+    assert quantile_classes(np.repeat([0.0, 1.0, 2.0], 4), 5)[1] == 3
+
+
 def test_ranks_and_keep_best():
     scores = [np.array([0.4, 0.1, 0.3]), np.array([0.2, 0.45, 0.44, 0.5])]
     assert [r.tolist() for r in global_ranks(scores)] == [[3, 0, 2], [1, 5, 4, 6]]
@@ -369,8 +389,10 @@ def test_bad_gini_config_is_named(tmp_path):
         "dataset=friedman dataset.params.n_samples=100 dataset.params.n_features=8"
     )
     federation = Federation(LocalGrid(client_app, 2), 2)
-    with pytest.raises(ConfigError, match="class labels"):
-        secure_gini(federation, Experiment.from_config(cfg), {"key_bits": 512})
+    experiment = Experiment.from_config(cfg)
+    experiment.y = np.full_like(experiment.y, 1.5)  # a constant target: nothing to score
+    with pytest.raises(ConfigError, match="constant"):
+        secure_gini(federation, experiment, {"key_bits": 512})
     with pytest.raises(ConfigError, match="bins_typo"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"bins_typo": 3})
     with pytest.raises(ConfigError, match="randomness"):
