@@ -148,7 +148,13 @@ class Job:
             sizes = ",".join(map(str, self.shape.party_sizes()))
             split = [f"strategy={self.strategy}", "split=sizes", f"split.sizes=[{sizes}]"]
             split.append("split.num_parties=3")
-        return [*common, *split, *extra]
+            return [*common, *split, *extra]
+        # The oracles are strategy=vfl: a strategy's own settings are not theirs.
+        return [*common, *split, *(e for e in extra if not _strategy_key(e))]
+
+
+def _strategy_key(override: str) -> bool:
+    return override.lstrip("+~").startswith("strategy.")
 
 
 def plan(shapes: Sequence[Shape], seeds: Sequence[int], strategies: Sequence[str]) -> list[Job]:
@@ -231,8 +237,8 @@ def parser() -> argparse.ArgumentParser:
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
-        help="Hydra overrides added to every job (e.g. device=cpu); they change the results, "
-        "so use a new --out",
+        help="Hydra overrides added to every job (e.g. device=cpu; the oracles leave out "
+        "strategy.* keys); they change the results, so use a new --out",
     )
     return p
 

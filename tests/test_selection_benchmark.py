@@ -28,6 +28,10 @@ def test_jobs_split_uneven_parties_with_a_party_of_pure_noise():
     assert oracle.num_parties == 1 and len(oracle.columns[0]) == 3
     assert oracle.y.tolist() == experiment.y.tolist()
     assert oracle.splits.test.tolist() == experiment.splits.test.tolist()
+    # a strategy's own setting goes to the strategy's jobs, not to the oracles' (strategy=vfl)
+    extra = ["strategy.sigma=0.7", "device=cpu"]
+    assert compose_config(Job(TINY, "stg", 1).overrides(3, extra)).strategy.sigma == 0.7
+    assert compose_config(Job(TINY, ORACLE, 1).overrides(3, extra)).device == "cpu"
 
 
 def test_the_vfl_oracle_keeps_each_relevant_column_at_its_party():
