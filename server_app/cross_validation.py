@@ -28,15 +28,14 @@ AVERAGED = ("test_metric", "val_metric", "train_metric", "final_test_metric")
 
 def fold_experiments(experiment: Experiment) -> list[Experiment]:
     """One experiment per fold: same data and parties, the fold's sample splits."""
-    cfg = experiment.cfg
-    seed = cfg.cv.get("seed")
+    cv, samples = experiment.cv, experiment.samples
     folds = kfold_splits(
         len(experiment.y),
         experiment.y if experiment.task.kind == "classification" else None,
-        int(cfg.cv.folds),
-        int(experiment.seed if seed is None else seed),
-        val_fraction=float(cfg.samples.val_fraction),
-        stratify=bool(cfg.samples.stratify),
+        cv.folds,
+        experiment.seed if cv.seed is None else cv.seed,
+        val_fraction=samples.val_fraction,
+        stratify=samples.stratify,
     )
     return [dataclasses.replace(experiment, splits=splits) for splits in folds]
 

@@ -7,7 +7,7 @@ training with an error that names the problem.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -24,6 +24,7 @@ from vflfs.datasets.party_files import LabelsFile, load_labels_file
 from vflfs.datasets.relevant import global_relevant, party_relevant
 from vflfs.ml.models import Task, party_seed
 from vflfs.protocol import ALIGN
+from vflfs.runtime.settings import CrossValidationSettings, SampleSettings, TrainingSettings
 
 PARTY_FILES = "party_files"  # dataset name: every party reads its own file (deployment)
 
@@ -45,10 +46,17 @@ class Experiment:
     labels: LabelsFile | None = None
     party_rows: list[np.ndarray] | None = None
     alignment_id: str | None = None
+    # The run-wide sections of ``cfg``, typed once (:mod:`vflfs.runtime.settings`)
+    training: TrainingSettings = field(init=False)
+    samples: SampleSettings = field(init=False)
+    cv: CrossValidationSettings = field(init=False)
 
     def __post_init__(self) -> None:
         # Regression targets standardised on the training rows (the labels stay here)
         self.task = self.task.fitted(np.asarray(self.y)[self.splits.train])
+        self.training = TrainingSettings.from_cfg(self.cfg)
+        self.samples = SampleSettings.from_cfg(self.cfg)
+        self.cv = CrossValidationSettings.from_cfg(self.cfg)
 
     @property
     def num_parties(self) -> int:
@@ -71,12 +79,12 @@ class Experiment:
         data_dir = str(data_dir) if data_dir is not None else None
         params = dataset_params(cfg)
         dataset = load_dataset(cfg.dataset.name, data_dir, **params)
-        split = cfg.split
+        split, seed = cfg.split, int(cfg.seed)
         columns = split_columns(
             dataset.n_features,
             int(split.num_parties),
             kind=str(split.kind),
-            seed=int(cfg.seed),
+            seed=seed,
             sizes=_opt_list(split.get("sizes")),
             columns=_opt_list(split.get("columns")),
             image_shape=dataset.image_shape,
@@ -86,7 +94,12 @@ class Experiment:
             task=Task(dataset.task, dataset.n_classes),
             y=np.asarray(dataset.y),
             splits=_sample_splits(
-                cfg, dataset.y, dataset.task, dataset.train_idx, dataset.test_idx
+                SampleSettings.from_cfg(cfg),
+                seed,
+                dataset.y,
+                dataset.task,
+                dataset.train_idx,
+                dataset.test_idx,
             ),
             columns=columns,
             noise=_noise(cfg, len(columns)),
@@ -146,7 +159,7 @@ class Experiment:
         return replace(
             self,
             y=y,
-            splits=_sample_splits(self.cfg, y, official.task, train_idx, test_idx),
+            splits=_sample_splits(self.samples, self.seed, y, official.task, train_idx, test_idx),
             columns=[np.arange(a, b, dtype=np.int64) for a, b in itertools.pairwise(offsets)],
             relevant=None
             if relevant is None
@@ -158,7 +171,7 @@ class Experiment:
     def eval_sets(self) -> dict[str, np.ndarray]:
         """Rows scored after every epoch: validation, test, and training rows if asked."""
         sets = {"val": self.splits.val, "test": self.splits.test}
-        if self.cfg.training.get("score_train"):
+        if self.training.score_train:
             sets["train"] = self.splits.train
         return sets
 
@@ -177,8 +190,8 @@ class Experiment:
             "device": str(cfg.device),
             "threads": cfg.get("threads"),
             "model": OmegaConf.to_container(cfg.model.bottom, resolve=True),
-            "optimizer": {"name": str(cfg.training.optimizer), "lr": float(cfg.training.lr)},
-            "eval_chunk": int(cfg.training.eval_chunk),
+            "optimizer": self.training.optimizer_spec,
+            "eval_chunk": self.training.eval_chunk,
             "data": self._data_spec(m),
         }
 
@@ -203,15 +216,14 @@ class Experiment:
         }
 
 
-def _sample_splits(cfg: DictConfig, y, task: str, train_idx, test_idx) -> SampleSplits:
-    s = cfg.samples
+def _sample_splits(s: SampleSettings, seed: int, y, task: str, train_idx, test_idx) -> SampleSplits:
     return split_samples(
         len(y),
         y if task == "classification" else None,
-        seed=int(cfg.seed),
-        test_fraction=float(s.test_fraction),
-        val_fraction=float(s.val_fraction),
-        stratify=bool(s.stratify),
+        seed=seed,
+        test_fraction=s.test_fraction,
+        val_fraction=s.val_fraction,
+        stratify=s.stratify,
         train_idx=train_idx if s.official_split else None,
         test_idx=test_idx if s.official_split else None,
     )

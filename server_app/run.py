@@ -77,7 +77,7 @@ def run_experiment(
         if experiment.needs_alignment:
             with federation.traffic.in_phase("align"):
                 experiment = align_samples(federation, experiment)
-        if int(cfg.cv.folds) > 1:
+        if experiment.cv.enabled:
             summary = cross_validate(federation, experiment, out_dir, start, on_epoch=_log_epoch)
         else:
             result = run_strategy(strategy, federation, experiment, checkpoints, _log_epoch)
@@ -171,7 +171,7 @@ def summarize(
         "status": "completed",
         "strategy": result.strategy,
         "dataset": str(cfg.dataset.name),
-        "seed": int(cfg.seed),
+        "seed": experiment.seed,
         "task": experiment.task.kind,
         "metric": result.metric,
         "test_metric": best["test_metric"],

@@ -44,6 +44,7 @@ from vflfs.federation.payload import decode_error
 from vflfs.protocol import RESUME, STEP, ResumeRequest
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
+from vflfs.runtime.settings import CrossValidationSettings
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
@@ -81,7 +82,7 @@ def unsupported(strategy: Strategy, cfg: DictConfig) -> str | None:
     from .path import PathStrategy
     from .vfl import VFL
 
-    if int(cfg.cv.folds) > 1:
+    if CrossValidationSettings.from_cfg(cfg).enabled:
         return "cross-validation runs write no checkpoint"
     secure = getattr(strategy, "secure", None)  # VFL's: the interactive layer's settings
     if secure is not None and secure.enabled:

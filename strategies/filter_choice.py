@@ -149,7 +149,7 @@ class CountChoice:
         s = self.select_settings
         if s is None:
             raise ConfigError(f"{self.name} chooses its count on validation: set strategy.select")
-        epochs = s.max_epochs or int(self.cfg.training.epochs)
+        epochs = s.max_epochs or self.training.epochs
         self.patience = s.patience
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)

@@ -56,8 +56,8 @@ class GroupLasso(PathStrategy):
     def optimizer(self) -> dict:
         """The proximal phase's optimiser (``strategy.optimizer`` and ``strategy.lr``; null:
         ``training``'s)."""
-        s, t = self.lasso, self.cfg.training
-        return {"name": str(s.optimizer or t.optimizer), "lr": float(s.lr or t.lr)}
+        s, t = self.lasso, self.training
+        return {"name": s.optimizer or t.optimizer, "lr": s.lr or t.lr}
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
@@ -88,7 +88,7 @@ class GroupLasso(PathStrategy):
 
     @property
     def lasso_epochs(self) -> int:
-        total, lasso = int(self.cfg.training.epochs), self.lasso.lasso_epochs
+        total, lasso = self.training.epochs, self.lasso.lasso_epochs
         return total if lasso is None else min(lasso, total)
 
     def fit(
@@ -101,7 +101,7 @@ class GroupLasso(PathStrategy):
         if self.path.enabled:
             super().fit(federation, experiment, result, on_epoch)
             return
-        total, lasso = int(self.cfg.training.epochs), self.lasso_epochs
+        total, lasso = self.training.epochs, self.lasso_epochs
         if self.run_epochs(federation, experiment, result, on_epoch, 0, lasso) or lasso >= total:
             return
         self.prune(federation, result)
@@ -109,15 +109,15 @@ class GroupLasso(PathStrategy):
 
     def prune(self, federation: Federation, result: RunResult) -> None:
         """Remove the zero columns everywhere, stop the prox, switch to the VFL optimiser."""
-        t = self.cfg.training
+        t = self.training
         keep = [nonzero_columns(layer.weight).cpu().numpy() for layer in self.server.input_layers]
         self.server.prox_tau = 0.0
-        self.server.reset_optimizer({"name": str(t.optimizer), "lr": float(t.lr)})
+        self.server.reset_optimizer(t.optimizer_spec)
         for m, k in enumerate(keep):
             self.server.keep_components(m, k)
             self.widths[m] = len(k)
         requests = {
-            m: PruneRequest(optimizer=str(t.optimizer), lr=float(t.lr), components=k)
+            m: PruneRequest(optimizer=t.optimizer, lr=t.lr, components=k)
             for m, k in enumerate(keep)
         }
         with federation.traffic.in_phase("prune"):

@@ -90,7 +90,7 @@ class LessVFL(CountChoice, VFL):
             if s.get(name) is not None
         }
         self.pretrain_patience = int(s.pretrain_patience)
-        pre, total = s.pretrain_epochs, int(cfg.training.epochs)
+        pre, total = s.pretrain_epochs, self.training.epochs
         if pre is not None and not 0 <= int(pre) < total:
             raise ConfigError(
                 f"strategy.pretrain_epochs must be null (until validation stops improving) or "
@@ -123,7 +123,7 @@ class LessVFL(CountChoice, VFL):
         result: RunResult,
         on_epoch: EpochCallback | None,
     ) -> None:
-        total = int(self.cfg.training.epochs)
+        total = self.training.epochs
         self.stage = "pretrain"
         if self.pretrain_epochs is None:
             self.learned_above = learned_level(experiment)
@@ -188,7 +188,7 @@ class LessVFL(CountChoice, VFL):
         """The proximal SGD settings of ``strategy.<section>`` (``server``: stage 2,
         ``party``: stage 3); a null batch size means ``training.batch_size``."""
         s = self.stages[section]
-        batch = s.batch_size or int(self.cfg.training.batch_size)
+        batch = s.batch_size or self.training.batch_size
         return ProxSGD(s.lam, s.lr, s.prox_lr, s.epochs, batch, experiment.seed)
 
     def significant_components(

@@ -200,14 +200,13 @@ class PathStrategy(VFL):
         self.patience, self.stage = self.path.warmup_patience, "warmup"
         level = learned_level(experiment)
         self.learned_above = -math.inf if level is None else level  # regression: epochs only
-        stop = self.path.warmup_max_epochs or int(self.cfg.training.epochs)
+        stop = self.path.warmup_max_epochs or self.training.epochs
         self.start_reliably(federation, experiment, result, on_epoch, stop)
         self.stage = "path"
         return len(result.history)
 
     def epochs_per_point(self, experiment: Experiment) -> int:
-        t = self.cfg.training
-        steps = math.ceil(len(experiment.splits.train) / int(t.batch_size))
+        steps = math.ceil(len(experiment.splits.train) / self.training.batch_size)
         return max(1, math.ceil(self.path.steps_per_point / max(steps, 1)))
 
     def point(
@@ -369,7 +368,7 @@ class PathStrategy(VFL):
     ) -> int:
         """Fresh models on ``selected`` features and the chosen point's components, trained
         without penalty from the next epoch on; returns the refit's first epoch."""
-        epochs = self.path.refit_max_epochs or 3 * int(self.cfg.training.epochs)
+        epochs = self.path.refit_max_epochs or 3 * self.training.epochs
         if resuming(self):  # a resumed refit has its models and settings back
             epoch = resumed_first(self)
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
@@ -392,7 +391,7 @@ class PathStrategy(VFL):
             p.selected_at_best = None
             p.components = len(keep["components"])
         result.best_from = epoch
-        patience = self.path.refit_patience or self.cfg.training.get("patience")
-        self.patience = 5 if patience is None else int(patience)
+        patience = self.path.refit_patience or self.training.patience
+        self.patience = 5 if patience is None else patience
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
         return epoch

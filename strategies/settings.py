@@ -1,54 +1,29 @@
 """Typed settings of the strategies' configuration sections, read once per strategy.
 
-A strategy builds its settings when it is constructed (:func:`typed`: OmegaConf's structured
-merge, so a value of the wrong type or a misspelt key is a :class:`ConfigError` naming the key)
-and its methods read typed attributes. :func:`store_schemas` puts the schemas whose defaults
-live here into Hydra's ConfigStore: the ``secure`` group's base (``conf/secure/*.yaml`` extend
-it) and the regularisation path (``strategy/path: default``, which the path strategies' YAML
-files name in their defaults lists). Hydra then rejects a typo such as ``secure.keybits=512``
+A strategy builds its settings when it is constructed (:func:`~vflfs.runtime.settings.typed`:
+OmegaConf's structured merge, so a value of the wrong type or a misspelt key is a
+:class:`ConfigError` naming the key) and its methods read typed attributes; the run-wide
+``training`` section is :class:`~vflfs.runtime.settings.TrainingSettings`, ``self.training``.
+:func:`store_schemas` puts the schemas whose defaults live here into Hydra's ConfigStore: the
+``secure`` group's base (``conf/secure/*.yaml`` extend it) and the regularisation path
+(``strategy/path: default``, which the path strategies' YAML files name in their defaults
+lists). Hydra then rejects a typo such as ``secure.keybits=512``
 or ``strategy.path.pionts=3`` on the command line, before the run starts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from vflfs.runtime.config import ConfigError, moved_secure_key
-
-T = TypeVar("T")
+from vflfs.runtime.settings import schema, typed
 
 SECURE_MODES = ("none", "plaintext", "paillier")
 RANDOMNESS = ("djn", "full")
 REDUCE = ("mean", "sum")
 GATE_OPTIMIZERS = ("shared", "sgd")
-
-
-def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
-    """``section`` (a DictConfig, a dict or None) as a ``cls`` dataclass: its defaults for the
-    keys it leaves out, values converted to the fields' types (``"3"`` for an int is 3).
-
-    ``strict``: a key that is no field of ``cls`` is an error (else ignored: a strategy
-    section may hold other strategies' keys, as sweeps over strategies set them). Errors are
-    :class:`ConfigError` naming ``where.<key>``."""
-    if isinstance(section, DictConfig):
-        values = OmegaConf.to_container(section, resolve=True)
-    else:
-        values = dict(section or {})
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - names)
-    if unknown and strict:
-        raise ConfigError(f"unknown {where} keys {unknown}; the settings are {sorted(names)}")
-    values = {k: v for k, v in values.items() if k in names}
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(schema(cls), values))  # type: ignore[return-value]
-    except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", "") or ""
-        what = str(getattr(error, "msg", error)).splitlines()[0]
-        raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
 
 
 def one_of(where: str, value: str, choices: tuple[str, ...]) -> None:
@@ -135,11 +110,3 @@ def store_schemas() -> None:
     store = ConfigStore.instance()
     store.store(group="secure", name="schema", node=schema(SecureConfig))
     store.store(group="strategy/path", name="default", node=schema(PathSettings))
-
-
-def schema(cls: type) -> DictConfig:
-    """``cls``'s structured config, writable (a frozen dataclass would make every option
-    that sets one of its values fail)."""
-    node = OmegaConf.structured(cls)
-    OmegaConf.set_readonly(node, False)
-    return node

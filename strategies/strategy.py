@@ -14,6 +14,7 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from vflfs.federation import Federation
+from vflfs.runtime.settings import TrainingSettings
 from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
@@ -30,6 +31,7 @@ class Strategy(ABC):
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
+        self.training = TrainingSettings.from_cfg(cfg)  # the ``training`` section, typed
 
     @abstractmethod
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:

@@ -67,10 +67,10 @@ class VFL(StallRecovery, Strategy):
         super().__init__(cfg)
         self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
         self.epoch_steps = 1  # optimiser steps per epoch (set by the epoch loop)
-        if self.secure.enabled and cfg.training.local_steps != 1:
+        if self.secure.enabled and self.training.local_steps != 1:
             raise ConfigError(
                 f"the secure layer (secure={self.secure.mode}) needs training.local_steps=1, "
-                f"got {cfg.training.local_steps}"
+                f"got {self.training.local_steps}"
             )
 
     # -- setup ----------------------------------------------------------------------------
@@ -95,9 +95,9 @@ class VFL(StallRecovery, Strategy):
             )
         self.widths = self.embedding_sizes(experiment)  # each party's embedding size
         self.uploaded_floats = 0
-        t = self.cfg.training
-        steps = -(-len(experiment.splits.train) // int(t.batch_size))
-        self.local = LocalSteps(int(t.local_steps), steps)
+        t = self.training
+        steps = -(-len(experiment.splits.train) // t.batch_size)
+        self.local = LocalSteps(t.local_steps, steps)
         self.server = self.make_server_model(experiment)
         self.layer = make_layer(self.secure, federation, experiment, self.server)
         result.extra["server_device"] = str(self.server.device)
@@ -127,12 +127,12 @@ class VFL(StallRecovery, Strategy):
         return [size] * experiment.num_parties
 
     def make_server_model(self, experiment: Experiment) -> ServerModel:
-        t = self.cfg.training
+        t = self.training
         return ServerModel(
             experiment.task,
             self.widths,
             TopSpec.from_dict(dict(self.cfg.model.top)),
-            {"name": str(t.optimizer), "lr": float(t.lr) * RESTART_LR**self.restarts},
+            {"name": t.optimizer, "lr": t.lr * RESTART_LR**self.restarts},
             experiment.seed + RESTART_SEED * self.restarts,
             resolve_device(str(self.cfg.device), 0),
         )
@@ -222,8 +222,7 @@ class VFL(StallRecovery, Strategy):
         early stopping on validation."""
         if not resuming(self):
             self.before_training(federation, experiment, result)
-        epochs = int(self.cfg.training.epochs)
-        self.start_reliably(federation, experiment, result, on_epoch, epochs)
+        self.start_reliably(federation, experiment, result, on_epoch, self.training.epochs)
 
     def run_epochs(
         self,
@@ -243,8 +242,7 @@ class VFL(StallRecovery, Strategy):
         Once an epoch's steps are done the run may checkpoint, and a resumed run re-enters the
         loop there (:mod:`vflfs.strategies.checkpoint`).
         """
-        t = self.cfg.training
-        size = int(t.batch_size)
+        size = self.training.batch_size
         self.epoch_steps = max(1, math.ceil(len(experiment.splits.train) / size))
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
@@ -360,8 +358,8 @@ class VFL(StallRecovery, Strategy):
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """``training.patience`` epochs passed without a better validation score."""
-        patience = self.cfg.training.get("patience")
-        return patience is not None and self.patience_over(epoch, result, int(patience))
+        patience = self.training.patience
+        return patience is not None and self.patience_over(epoch, result, patience)
 
     def patience_over(
         self, epoch: int, result: RunResult, patience: int, learned_above: float | None = None
@@ -376,7 +374,7 @@ class VFL(StallRecovery, Strategy):
         waited = epoch - result.best["epoch"]
         if learned_above is not None and result.best["val_metric"] > learned_above:
             return waited >= patience
-        steps = int(self.cfg.training.get("patience_steps") or 0)
+        steps = self.training.patience_steps
         return waited >= max(patience, math.ceil(steps / self.epoch_steps))
 
 

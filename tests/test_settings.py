@@ -1,4 +1,4 @@
-"""The strategies' typed settings: the ``secure`` group, the path's schema, the gates."""
+"""The typed settings: ``training``, the ``secure`` group, the path's schema, the gates."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from vflfs.runtime.config import ConfigError, compose_config
+from vflfs.runtime.settings import TrainingSettings
 from vflfs.strategies import make_strategy
 from vflfs.strategies.path_choice import PathSettings
 from vflfs.strategies.settings import GateSettings, SecureConfig
@@ -80,3 +81,14 @@ def test_values_are_converted_or_named_with_their_key():
         PathSettings.from_cfg({"points": "abc"})
     with pytest.raises(ConfigError, match=r"secure\.randomness must be one of"):
         SecureConfig(randomness="rsa")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [("+training.epochz=5", r"training\.epochz"), ("training.lr=fast", r"training\.lr: .*fast")],
+)
+def test_a_misspelt_or_mistyped_training_key_is_named(overrides, named):
+    """``training`` keeps conf/config.yaml's defaults, typed once on the strategy."""
+    assert make_strategy(compose_config("training.epochs=5")).training.epochs == 5
+    with pytest.raises(ConfigError, match=named):
+        TrainingSettings.from_cfg(compose_config(overrides))
