@@ -97,19 +97,17 @@ def make_config(parties: int, epochs: int, local_steps: int) -> DictConfig:
 
 
 def steps_per_epoch(experiment: Experiment) -> int:
-    batch = int(experiment.cfg.training.batch_size)
-    return -(-len(experiment.splits.train) // batch)
+    return -(-len(experiment.splits.train) // experiment.training.batch_size)
 
 
 # -- (a) the floor -----------------------------------------------------------------------------
 def _split_model(cfg: DictConfig, experiment: Experiment, views: list[np.ndarray]) -> SplitModel:
-    t = cfg.training
     return SplitModel(
         views,
         experiment.task,
         BottomSpec.from_dict(dict(cfg.model.bottom)),
         TopSpec.from_dict(dict(cfg.model.top)),
-        {"name": str(t.optimizer), "lr": float(t.lr)},
+        experiment.training.optimizer_spec,
         experiment.seed,
     )
 
@@ -129,7 +127,7 @@ def measure_floor(cfg: DictConfig, epochs: int, repeats: int = 5) -> dict:
         center(party_data(experiment.party_spec(m)["data"], train).X, train)
         for m in range(experiment.num_parties)
     ]
-    batch = int(cfg.training.batch_size)
+    batch = experiment.training.batch_size
     _split_model(cfg, experiment, views).fit(train, y, 1, batch, experiment.seed)  # warm-up
     rates, losses, accuracy = [], [], 0.0
     for _ in range(repeats):

@@ -177,7 +177,7 @@ def measure_epoch(
     with traffic.in_phase("setup"):
         federation.connect()
         strategy.configure(federation, experiment)
-    size, seed = int(cfg.training.batch_size), experiment.seed
+    size, seed = experiment.training.batch_size, experiment.seed
     batches = epoch_batches(experiment.splits.train, size, seed, 0)
     wanted = len(batches) if steps <= 0 else min(steps, len(batches))
     grads: list[list] = [[] for _ in range(experiment.num_parties)]
