@@ -30,10 +30,8 @@ from vflfs.ml.fstat import FStatParams, class_weights
 from vflfs.ml.fstat_secure import encrypt_labels, server_finish, server_square
 from vflfs.ml.parallel import resolve_workers
 from vflfs.protocol import FSTAT_COMBINE, FSTAT_MASK, FSTAT_SCORES, FStatCombineRequest
-from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .gini import RANDOMNESS
 from .gini_filter import SelectThenTrain
 from .registry import register
 from .result import RunResult
@@ -50,24 +48,12 @@ log = logging.getLogger("vflfs")
 
 @dataclass(frozen=True)
 class FStatConfig(SectionConfig):
-    """``strategy.fstat``: key size, value bits P, fixed-point bits E, mask bits, randomness
-    (``djn`` / ``full``, as ``strategy.gini.randomness``), CPU workers, and the classes a
-    regression target is cut into."""
+    """``strategy.fstat``: value bits P and fixed-point bits E, with the shared settings of
+    :class:`~vflfs.strategies.secure_scoring.SectionConfig`."""
 
     section: ClassVar[str] = "fstat"
-    key_bits: int = 2048
     value_bits: int = 16
     weight_bits: int = 56
-    mask_bits: int = 40
-    randomness: str = "djn"
-    workers: int | None = None
-    target_classes: int = 5  # a regression target's quantile classes (secure_scoring.py)
-
-    def __post_init__(self) -> None:
-        if self.randomness not in RANDOMNESS:
-            raise ConfigError(
-                f"strategy.fstat.randomness must be one of {RANDOMNESS}, got {self.randomness!r}"
-            )
 
 
 def secure_fstat(

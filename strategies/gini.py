@@ -43,29 +43,16 @@ from .secure_scoring import (
 )
 
 log = logging.getLogger("vflfs")
-RANDOMNESS = ("djn", "full")
 
 
 @dataclass(frozen=True)
 class GiniConfig(SectionConfig):
-    """``strategy.gini``: bins b, key size, fixed-point bits F, mask bits, randomness (``djn``:
-    short-exponent ``h_s^alpha``, DJN's assumption, see docs/secure_gini.md; ``full``: ``r^n``),
-    CPU workers, and the classes a regression target is cut into."""
+    """``strategy.gini``: bins b and fixed-point bits F, with the shared settings of
+    :class:`~vflfs.strategies.secure_scoring.SectionConfig`."""
 
     section: ClassVar[str] = "gini"
     bins: int = 10
-    key_bits: int = 2048
     weight_bits: int = 52
-    mask_bits: int = 40
-    randomness: str = "djn"
-    workers: int | None = None  # None / 0: every CPU
-    target_classes: int = 5  # a regression target's quantile classes (secure_scoring.py)
-
-    def __post_init__(self) -> None:
-        if self.randomness not in RANDOMNESS:
-            raise ConfigError(
-                f"strategy.gini.randomness must be one of {RANDOMNESS}, got {self.randomness!r}"
-            )
 
 
 def secure_gini(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
@@ -22,7 +23,7 @@ from vflfs.protocol import MaskRequest, Operation, ScoresRequest
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .settings import typed
+from .settings import RANDOMNESS, typed
 
 
 class ScoringParams(Protocol):
@@ -34,10 +35,25 @@ class ScoringParams(Protocol):
     def chunks(self) -> int: ...
 
 
+@dataclass(frozen=True)
 class SectionConfig:
-    """Base of the frozen dataclasses of a ``strategy.<section>`` of settings."""
+    """Base of a scoring phase's ``strategy.<section>`` of settings (``GiniConfig``,
+    ``FStatConfig``): what both protocols share. Randomness ``djn``: short-exponent
+    ``h_s^alpha``, DJN's assumption (docs/secure_gini.md); ``full``: ``r^n``."""
 
     section: ClassVar[str]
+    key_bits: int = 2048
+    mask_bits: int = 40
+    randomness: str = "djn"
+    workers: int | None = None  # None / 0: every CPU
+    target_classes: int = 5  # a regression target's quantile classes (:func:`scoring_labels`)
+
+    def __post_init__(self) -> None:
+        if self.randomness not in RANDOMNESS:
+            raise ConfigError(
+                f"strategy.{self.section}.randomness must be one of {RANDOMNESS}, "
+                f"got {self.randomness!r}"
+            )
 
     @classmethod
     def from_cfg(cls, cfg: Mapping | DictConfig | None) -> Self:
