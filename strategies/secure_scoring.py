@@ -54,6 +54,10 @@ class SectionConfig:
                 f"strategy.{self.section}.randomness must be one of {RANDOMNESS}, "
                 f"got {self.randomness!r}"
             )
+        if self.target_classes < 2:
+            raise ConfigError(
+                f"strategy.{self.section}.target_classes must be >= 2, got {self.target_classes}"
+            )
 
     @classmethod
     def from_cfg(cls, cfg: Mapping | DictConfig | None) -> Self:
@@ -92,8 +96,6 @@ def quantile_classes(y: np.ndarray, k: int) -> tuple[np.ndarray, int]:
     """``y`` cut at its ``1/k, ..., (k-1)/k`` quantiles: class ids 0..n-1 and n (fewer than
     ``k`` where ties merge quantiles: a target of few distinct values keeps one class per
     value). A constant target cannot be scored and is refused."""
-    if k < 2:
-        raise ConfigError(f"target_classes must be >= 2, got {k}")
     y = np.asarray(y, dtype=np.float64)
     edges = np.unique(np.quantile(y, np.arange(1, k) / k))
     _, classes = np.unique(np.searchsorted(edges, y, side="right"), return_inverse=True)

@@ -395,5 +395,7 @@ def test_bad_gini_config_is_named(tmp_path):
         secure_gini(federation, experiment, {"key_bits": 512})
     with pytest.raises(ConfigError, match="bins_typo"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"bins_typo": 3})
+    with pytest.raises(ConfigError, match="strategy.gini.target_classes"):
+        secure_gini(federation, Experiment.from_config(compose_config()), {"target_classes": 1})
     with pytest.raises(ConfigError, match="randomness"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"randomness": "r^n"})
