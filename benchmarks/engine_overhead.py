@@ -54,6 +54,7 @@ from vflfs.ml.models import BottomSpec, TopSpec
 from vflfs.ml.reference import SplitModel
 from vflfs.protocol import INFO, STEP, Body, InfoReply, Operation
 from vflfs.runtime.config import compose_config
+from vflfs.runtime.settings import FederationSettings
 from vflfs.runtime.simulation import backend_config, simulate
 from vflfs.server_app.experiment import Experiment
 
@@ -156,7 +157,8 @@ def measure_echo(cfg: DictConfig, steps: int, warmup: int = 3) -> dict:
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        federation = Federation(grid, parties, poll_interval=float(cfg.federation.poll_interval))
+        poll = FederationSettings.from_cfg(cfg).poll_interval
+        federation = Federation(grid, parties, poll_interval=poll)
         federation.connect()
         for _ in range(warmup):
             federation.send(ECHO, dict.fromkeys(range(parties), payload))

@@ -172,7 +172,7 @@ def measure_epoch(
     from vflfs.server_app.run import make_federation, prepare
 
     experiment, strategy = prepare(cfg, out_dir)
-    federation = make_federation(grid, experiment, cfg)
+    federation = make_federation(grid, experiment)
     traffic = federation.traffic
     with traffic.in_phase("setup"):
         federation.connect()

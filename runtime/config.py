@@ -12,16 +12,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from vflfs.datasets.scaling import SCALINGS
 
+from .settings import ConfigError, RunSettings
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 # vflfs-run's engines: ``local`` (the ServerApp logic and the real ClientApp over an in-process
 # grid) and ``simulation`` (``flwr run`` on a SuperLink of its own, parties in Ray actors).
 ENGINES = ("local", "simulation")
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing or wrong; the message names it and the fix."""
 
 
 def compose_config(overrides: str | list[str] = "") -> DictConfig:
@@ -70,30 +68,19 @@ def missing_keys(cfg: DictConfig) -> list[str]:
     return sorted(OmegaConf.missing_keys(cfg))
 
 
-# Numeric settings every run reads: key -> (kind, smallest allowed value, whether it may be 0
-# or the smallest value itself, null allowed). Checked before any data is loaded, so that a
-# wrong value is reported with its key instead of failing deep in training.
-NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
+# The numbers every run reads outside the typed sections of :class:`RunSettings` (whose
+# dataclasses hold their own rules): key -> (kind, smallest allowed value, whether it may be
+# the smallest value itself, null allowed).
+UNTYPED_NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
     "seed": (int, 0, True, False),
     "split.num_parties": (int, 1, True, False),
-    "cv.folds": (int, 1, True, False),
-    "training.epochs": (int, 1, True, False),
-    "training.batch_size": (int, 1, True, False),
-    "training.local_steps": (int, 1, True, False),
-    "training.patience": (int, 1, True, True),
-    "training.patience_steps": (int, 0, True, False),
-    "training.eval_chunk": (int, 1, True, False),
-    "training.lr": (float, 0, False, False),
-    "federation.timeout": (float, 0, False, False),
-    "federation.connect_timeout": (float, 0, False, False),
-    "federation.outage_timeout": (float, 0, True, False),
-    "federation.poll_interval": (float, 0, True, False),
     "deployment.superlink_timeout": (float, 0, False, True),
 }
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Fail early, naming the key, on values every run needs."""
+def check_config(cfg: DictConfig) -> RunSettings:
+    """Fail early, naming the key, on values every run needs; returns the run-wide settings,
+    typed (each section's ranges checked by its dataclass), before any data is loaded."""
     missing = missing_keys(cfg)
     if missing:
         raise ConfigError(
@@ -103,14 +90,16 @@ def check_config(cfg: DictConfig) -> None:
     engine = str(cfg.get("engine", "local"))
     if engine not in ENGINES:
         raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
-    for key, rule in NUMBERS.items():
+    for key, rule in UNTYPED_NUMBERS.items():
         check_number(cfg, key, *rule)
+    settings = RunSettings.from_cfg(cfg)
     scaling = cfg.get("scaling", "auto")
     if scaling not in SCALINGS:
         raise ConfigError(f"scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
     for key in ("rerun", "resume"):
         if not isinstance(cfg.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")
+    return settings
 
 
 def check_number(

@@ -2,9 +2,13 @@
 
 :func:`typed` turns a section (a DictConfig or a dict) into a frozen dataclass by OmegaConf's
 structured merge: a value of the wrong type or a misspelt key is a :class:`ConfigError` naming
-``<section>.<key>``. The run-wide sections here (``training``, ``samples``, ``cv``) take their
-defaults from ``conf/config.yaml``, the one place they are written; the dataclasses only type
-them. The strategies' own sections are in :mod:`vflfs.strategies.settings`.
+``<section>.<key>``, and each dataclass's ``__post_init__`` checks its values' ranges. The
+run-wide sections here (``training``, ``samples``, ``cv``, ``federation``) take their defaults
+from ``conf/config.yaml``, the one place they are written; the dataclasses type them and hold
+their rules. :class:`RunSettings` is all of them, typed once per run
+(:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and shared by the
+run's experiment and strategy. The strategies' own sections are in
+:mod:`vflfs.strategies.settings`.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from .config import ConfigError
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or wrong; the message names it and the fix."""
 
 
 def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
@@ -31,7 +37,8 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
         values = OmegaConf.to_container(section, resolve=True)
     else:
         values = dict(section or {})
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    types = {f.name: f.type for f in fields(cls)}  # type: ignore[arg-type]
+    names = set(types)
     unknown = sorted(set(values) - names)
     if unknown and strict:
         named = ", ".join(f"{where}.{k}" for k in unknown)
@@ -43,8 +50,41 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
         return OmegaConf.to_object(OmegaConf.merge(schema(cls), values))  # type: ignore[return-value]
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", "") or ""
+        kind = NUMBER_KINDS.get(str(types.get(key)))
+        if kind and isinstance(error, ValidationError) and key in values:
+            name = f"{where}.{key}"
+            raise ConfigError(
+                f"{name} must be {kind}, got {values[key]!r}; fix: {name}=<{kind.split()[1]}>"
+            ) from None
         what = str(getattr(error, "msg", error)).splitlines()[0]
         raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
+
+
+# A numeric field's annotation -> how a wrong value's message names it
+NUMBER_KINDS = {
+    "int": "an integer",
+    "int | None": "an integer",
+    "float": "a number",
+    "float | None": "a number",
+}
+
+
+def at_least(where: str, settings: object, **lows: float) -> None:
+    """Each field of ``settings`` named in ``lows`` is >= its low (a None, where the field's
+    type allows it, is left alone); else a :class:`ConfigError` naming ``<where>.<field>``."""
+    for name, low in lows.items():
+        value = getattr(settings, name)
+        if value is not None and value < low:
+            raise ConfigError(f"{where}.{name} must be >= {low}, got {value}")
+
+
+def above(where: str, settings: object, *names: str) -> None:
+    """The fields ``names`` of ``settings`` are > 0 (a None is left alone); else a
+    :class:`ConfigError` naming ``<where>.<field>``."""
+    for name in names:
+        value = getattr(settings, name)
+        if value is not None and value <= 0:
+            raise ConfigError(f"{where}.{name} must be > 0, got {value}")
 
 
 def schema(cls: type) -> DictConfig:
@@ -68,6 +108,19 @@ class TrainingSettings:
     patience_steps: int  # ... and at least this many optimiser steps
     score_train: bool  # also score the training rows every epoch
     eval_chunk: int  # rows per evaluation chunk on the parties
+
+    def __post_init__(self) -> None:
+        at_least(
+            "training",
+            self,
+            epochs=1,
+            batch_size=1,
+            local_steps=1,
+            patience=1,
+            patience_steps=0,
+            eval_chunk=1,
+        )
+        above("training", self, "lr")
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> TrainingSettings:
@@ -100,6 +153,9 @@ class CrossValidationSettings:
     folds: int
     seed: int | None  # None: the run's seed
 
+    def __post_init__(self) -> None:
+        at_least("cv", self, folds=1)
+
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> CrossValidationSettings:
         return typed(cls, cfg.get("cv"), "cv")
@@ -107,3 +163,42 @@ class CrossValidationSettings:
     @property
     def enabled(self) -> bool:
         return self.folds > 1
+
+
+@dataclass(frozen=True)
+class FederationSettings:
+    """``federation``: how long the server waits for the parties, and how often it polls."""
+
+    timeout: float  # seconds to wait for a party's reply
+    connect_timeout: float  # seconds to wait for every party's node at start
+    outage_timeout: float  # seconds a party may be unreachable (0: a lost request ends the run)
+    poll_interval: float
+    # One public key per partition, or None; :mod:`vflfs.server_app.identity` reads them
+    party_keys: Any
+
+    def __post_init__(self) -> None:
+        above("federation", self, "timeout", "connect_timeout")
+        at_least("federation", self, outage_timeout=0, poll_interval=0)
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> FederationSettings:
+        return typed(cls, cfg.get("federation"), "federation")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run-wide sections, typed once per run and shared by its experiment and strategy."""
+
+    training: TrainingSettings
+    samples: SampleSettings
+    cv: CrossValidationSettings
+    federation: FederationSettings
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> RunSettings:
+        return cls(
+            training=TrainingSettings.from_cfg(cfg),
+            samples=SampleSettings.from_cfg(cfg),
+            cv=CrossValidationSettings.from_cfg(cfg),
+            federation=FederationSettings.from_cfg(cfg),
+        )

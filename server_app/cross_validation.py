@@ -59,7 +59,9 @@ def cross_validate(
         if i > 0:
             federation.traffic = Traffic()
         labelled = _fold_label(on_epoch, i, len(experiments))
-        result = make_strategy(experiment.cfg).start(federation, fold, on_epoch=labelled)
+        result = make_strategy(experiment.cfg, experiment.settings).start(
+            federation, fold, on_epoch=labelled
+        )
         wall = time.perf_counter() - fold_start
         summary = summarize(experiment.cfg, fold, federation, result, wall)
         summaries.append({k: v for k, v in summary.items() if k not in ("config", "status")})

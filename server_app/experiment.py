@@ -7,7 +7,7 @@ training with an error that names the problem.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -24,7 +24,12 @@ from vflfs.datasets.party_files import LabelsFile, load_labels_file
 from vflfs.datasets.relevant import global_relevant, party_relevant
 from vflfs.ml.models import Task, party_seed
 from vflfs.protocol import ALIGN
-from vflfs.runtime.settings import CrossValidationSettings, SampleSettings, TrainingSettings
+from vflfs.runtime.settings import (
+    CrossValidationSettings,
+    RunSettings,
+    SampleSettings,
+    TrainingSettings,
+)
 
 PARTY_FILES = "party_files"  # dataset name: every party reads its own file (deployment)
 
@@ -41,22 +46,29 @@ class Experiment:
     noise: list[float]
     relevant: np.ndarray | None
     data_dir: str | None
+    # The run-wide sections of ``cfg``, typed once per run (:mod:`vflfs.runtime.settings`)
+    settings: RunSettings
     # dataset=party_files: the labels file until alignment, then, per party, the positions of
     # the aligned samples in its sorted list of blinded IDs (it maps them to its rows).
     labels: LabelsFile | None = None
     party_rows: list[np.ndarray] | None = None
     alignment_id: str | None = None
-    # The run-wide sections of ``cfg``, typed once (:mod:`vflfs.runtime.settings`)
-    training: TrainingSettings = field(init=False)
-    samples: SampleSettings = field(init=False)
-    cv: CrossValidationSettings = field(init=False)
 
     def __post_init__(self) -> None:
         # Regression targets standardised on the training rows (the labels stay here)
         self.task = self.task.fitted(np.asarray(self.y)[self.splits.train])
-        self.training = TrainingSettings.from_cfg(self.cfg)
-        self.samples = SampleSettings.from_cfg(self.cfg)
-        self.cv = CrossValidationSettings.from_cfg(self.cfg)
+
+    @property
+    def training(self) -> TrainingSettings:
+        return self.settings.training
+
+    @property
+    def samples(self) -> SampleSettings:
+        return self.settings.samples
+
+    @property
+    def cv(self) -> CrossValidationSettings:
+        return self.settings.cv
 
     @property
     def num_parties(self) -> int:
@@ -72,9 +84,12 @@ class Experiment:
         return int(self.cfg.seed)
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> Experiment:
+    def from_config(cls, cfg: DictConfig, settings: RunSettings | None = None) -> Experiment:
+        """The run's experiment; ``settings``: ``cfg``'s run-wide sections as the run typed
+        them (:func:`~vflfs.runtime.config.check_config`), else typed here."""
+        settings = settings or RunSettings.from_cfg(cfg)
         if str(cfg.dataset.name) == PARTY_FILES:
-            return cls.from_labels_file(cfg)
+            return cls.from_labels_file(cfg, settings)
         data_dir = resolve_data_dir(cfg.dataset.get("data_dir"))
         data_dir = str(data_dir) if data_dir is not None else None
         params = dataset_params(cfg)
@@ -94,7 +109,7 @@ class Experiment:
             task=Task(dataset.task, dataset.n_classes),
             y=np.asarray(dataset.y),
             splits=_sample_splits(
-                SampleSettings.from_cfg(cfg),
+                settings.samples,
                 seed,
                 dataset.y,
                 dataset.task,
@@ -105,10 +120,11 @@ class Experiment:
             noise=_noise(cfg, len(columns)),
             relevant=dataset.relevant,
             data_dir=data_dir,
+            settings=settings,
         )
 
     @classmethod
-    def from_labels_file(cls, cfg: DictConfig) -> Experiment:
+    def from_labels_file(cls, cfg: DictConfig, settings: RunSettings) -> Experiment:
         """``dataset=party_files``: the server reads only the labels file (IDs, labels, an
         optional official split). Splits and column counts come with :meth:`aligned`."""
         d = cfg.dataset
@@ -133,6 +149,7 @@ class Experiment:
             noise=_noise(cfg, n),
             relevant=None,
             data_dir=None,
+            settings=settings,
             labels=labels,
         )
 

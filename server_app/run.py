@@ -15,6 +15,7 @@ from vflfs.datasets.alignment import METHOD
 from vflfs.federation import Federation, Observer, PartyError
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
+from vflfs.runtime.settings import FederationSettings
 from vflfs.strategies import RunResult, Strategy, make_strategy
 from vflfs.strategies.checkpoint import completed, open_checkpoints, run_strategy
 
@@ -35,10 +36,10 @@ def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]
     """
     files.clear_outcome(Path(out_dir))
     try:
-        check_config(cfg)
+        settings = check_config(cfg)  # the run-wide sections, typed once for the whole run
         if cfg.get("threads"):
             torch.set_num_threads(int(cfg.threads))
-        return Experiment.from_config(cfg), make_strategy(cfg)
+        return Experiment.from_config(cfg, settings), make_strategy(cfg, settings)
     except BaseException as error:
         files.write_error(Path(out_dir), error)
         raise
@@ -61,7 +62,7 @@ def run_experiment(
     start = time.perf_counter()
     experiment, strategy = prepare(cfg, out_dir)
     try:
-        federation = make_federation(grid, experiment, cfg, observers)
+        federation = make_federation(grid, experiment, observers)
         checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
         files.write_config(out_dir, cfg)
         log.info(
@@ -100,25 +101,25 @@ def resume_note(out_dir: Path, error: BaseException) -> str:
 
 
 def make_federation(
-    grid: Grid, experiment: Experiment, cfg: DictConfig, observers: list[Observer] | None = None
+    grid: Grid, experiment: Experiment, observers: list[Observer] | None = None
 ) -> Federation:
     """The run's parties over ``grid``, with the ``federation.*`` timeouts and poll interval."""
-    f = cfg.federation
+    f = experiment.settings.federation
     return Federation(
         grid,
         experiment.num_parties,
-        timeout=float(f.timeout),
-        connect_timeout=float(f.connect_timeout),
-        poll_interval=poll_interval(grid, cfg),
+        timeout=f.timeout,
+        connect_timeout=f.connect_timeout,
+        poll_interval=poll_interval(grid, f, experiment.cfg),
         observers=observers,
-        outage_timeout=float(f.get("outage_timeout", 0)),
+        outage_timeout=f.outage_timeout,
     )
 
 
-def poll_interval(grid: Grid, cfg: DictConfig) -> float:
+def poll_interval(grid: Grid, federation: FederationSettings, cfg: DictConfig) -> float:
     """``federation.poll_interval``; in the deployment engine at least
     ``deployment.poll_interval`` (each poll is an HTTP request to the SuperLink there)."""
-    interval = float(cfg.federation.poll_interval)
+    interval = federation.poll_interval
     if is_deployment(grid):
         interval = max(interval, float(cfg.get("deployment", {}).get("poll_interval", 0.05)))
     return interval

@@ -44,7 +44,6 @@ from vflfs.federation.payload import decode_error
 from vflfs.protocol import RESUME, STEP, ResumeRequest
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
-from vflfs.runtime.settings import CrossValidationSettings
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
@@ -58,7 +57,7 @@ FORMAT = 1
 TRAFFIC = ("bytes", "messages", "seconds", "round_trips")  # the byte counters' fields
 # Strategy attributes a checkpoint leaves out: the configuration (the run's own) and what is
 # rebuilt on resume (the server model, the interactive layer, the checkpoints themselves).
-NOT_SAVED = frozenset({"cfg", "server", "layer", "checkpoints"})
+NOT_SAVED = frozenset({"cfg", "run_settings", "server", "layer", "checkpoints"})
 
 
 class StoppedAfterCheckpoint(RuntimeError):
@@ -77,12 +76,12 @@ class LoopState:
     losses: list[float]
 
 
-def unsupported(strategy: Strategy, cfg: DictConfig) -> str | None:
-    """Why ``strategy`` cannot resume under ``cfg`` (None: it can)."""
+def unsupported(strategy: Strategy) -> str | None:
+    """Why ``strategy`` cannot resume under its configuration (None: it can)."""
     from .path import PathStrategy
     from .vfl import VFL
 
-    if CrossValidationSettings.from_cfg(cfg).enabled:
+    if strategy.run_settings.cv.enabled:
         return "cross-validation runs write no checkpoint"
     secure = getattr(strategy, "secure", None)  # VFL's: the interactive layer's settings
     if secure is not None and secure.enabled:
@@ -244,7 +243,7 @@ def open_checkpoints(
     A checkpoint left by an unfinished run is never silently replaced: without ``resume=true``
     or ``rerun=true`` the run is refused with a message naming both.
     """
-    reason = unsupported(strategy, cfg)
+    reason = unsupported(strategy)
     path = Path(out_dir) / CHECKPOINT
     if reason is not None:
         if cfg.get("resume"):

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from vflfs.federation import Federation
 from vflfs.protocol import INIT_GATES, InitGatesRequest
 from vflfs.runtime.config import ConfigError
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .registry import register
@@ -61,8 +62,8 @@ class FedSDGFS(STG):
 
     name = "fedsdg_fs"
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         self.initial = typed(GateInit, cfg.strategy, "strategy", strict=False)
         if self.gating.lambda_embedding is None:
             raise ConfigError("fedsdg_fs needs strategy.lambda_embedding (a number)")

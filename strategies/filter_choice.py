@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
 from vflfs.runtime.config import ConfigError
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
@@ -131,8 +132,8 @@ class CountChoice:
 
     choosing: list[np.ndarray] | None = None
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)  # type: ignore[call-arg]
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)  # type: ignore[call-arg]
         section = cfg.strategy.get("select")
         self.select_settings: CountSettings | None = (
             None if section is None else typed(CountSettings, section, "strategy.select")

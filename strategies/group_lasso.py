@@ -21,6 +21,7 @@ from vflfs.federation import Federation
 from vflfs.ml.prox import nonzero_columns
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import PRUNE, PruneRequest
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
@@ -48,8 +49,8 @@ class GroupLasso(PathStrategy):
 
     name = "group_lasso"
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         self.lasso = typed(LassoSettings, cfg.strategy, "strategy", strict=False)
 
     @property

@@ -30,11 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
 from vflfs.ml.embedding_selection import ProxSGD, select_components
 from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, LocalSelectRequest
 from vflfs.runtime.config import ConfigError
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import Candidate, CountChoice
@@ -81,8 +83,8 @@ class LessVFL(CountChoice, VFL):
     scores: list[np.ndarray]  # stage 3's score of every feature of each party
     pretrained: Candidate | None = None  # stage 1's model, when validation ended it
 
-    def __init__(self, cfg) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         s = cfg.strategy
         self.stages: dict[str, StageSettings] = {
             name: typed(kind, s[name], f"strategy.{name}")

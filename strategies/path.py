@@ -37,6 +37,7 @@ from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
 from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import resumed_first, resuming
@@ -67,8 +68,8 @@ class PathStrategy(VFL):
     progress: PathProgress | None = None  # how far the path has come (kept by checkpoints)
     learned_above: float | None = None  # the warm-up's learned_level (steps floor until then)
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         self.path = PathSettings.from_cfg(cfg.strategy.get("path"))
         self.patience: int | None = None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .path import PathStrategy
@@ -27,8 +28,8 @@ class STG(PathStrategy):
 
     name = "stg"
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         self.gating = typed(GateSettings, cfg.strategy, "strategy", strict=False)
 
     def gates(self) -> dict:

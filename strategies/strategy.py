@@ -14,7 +14,7 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from vflfs.federation import Federation
-from vflfs.runtime.settings import TrainingSettings
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
@@ -29,9 +29,12 @@ class Strategy(ABC):
 
     name: str = "strategy"
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        """``run_settings``: ``cfg``'s run-wide sections as the run typed them (its
+        experiment's), else typed here."""
         self.cfg = cfg
-        self.training = TrainingSettings.from_cfg(cfg)  # the ``training`` section, typed
+        self.run_settings = run_settings or RunSettings.from_cfg(cfg)
+        self.training = self.run_settings.training  # the ``training`` section, typed
 
     @abstractmethod
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:

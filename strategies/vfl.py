@@ -27,6 +27,7 @@ from vflfs.ml.stale_gradients import round_learning_rate
 from vflfs.ml.top import ServerModel
 from vflfs.protocol import IMPORTANCE, SETUP, BatchPlan, Body, SetupReply, SetupRequest
 from vflfs.runtime.config import ConfigError
+from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import (
@@ -63,8 +64,8 @@ class VFL(StallRecovery, Strategy):
     # judged worse than one stopped earlier
     val_losses_at_lowest = None
 
-    def __init__(self, cfg: DictConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
+        super().__init__(cfg, run_settings)
         self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
         self.epoch_steps = 1  # optimiser steps per epoch (set by the epoch loop)
         if self.secure.enabled and self.training.local_steps != 1:

@@ -8,8 +8,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from vflfs.runtime.config import ConfigError, compose_config
-from vflfs.runtime.settings import TrainingSettings
+from vflfs.runtime.config import ConfigError, check_config, compose_config
+from vflfs.runtime.settings import RunSettings, TrainingSettings
 from vflfs.strategies import make_strategy
 from vflfs.strategies.path_choice import PathSettings
 from vflfs.strategies.settings import GateSettings, SecureConfig
@@ -77,7 +77,7 @@ def test_a_resolved_plain_config_builds_the_same_settings():
 
 def test_values_are_converted_or_named_with_their_key():
     assert PathSettings.from_cfg({"points": "3", "start": 1}).points == 3
-    with pytest.raises(ConfigError, match=r"strategy\.path\.points.*Integer"):
+    with pytest.raises(ConfigError, match=r"strategy\.path\.points must be an integer, got 'abc'"):
         PathSettings.from_cfg({"points": "abc"})
     with pytest.raises(ConfigError, match=r"secure\.randomness must be one of"):
         SecureConfig(randomness="rsa")
@@ -85,10 +85,39 @@ def test_values_are_converted_or_named_with_their_key():
 
 @pytest.mark.parametrize(
     ("overrides", "named"),
-    [("+training.epochz=5", r"training\.epochz"), ("training.lr=fast", r"training\.lr: .*fast")],
+    [
+        ("+training.epochz=5", r"training\.epochz"),
+        ("training.lr=fast", r"training\.lr must be a number, got 'fast'"),
+    ],
 )
 def test_a_misspelt_or_mistyped_training_key_is_named(overrides, named):
-    """``training`` keeps conf/config.yaml's defaults, typed once on the strategy."""
+    """``training`` keeps conf/config.yaml's defaults, typed once for the run."""
     assert make_strategy(compose_config("training.epochs=5")).training.epochs == 5
     with pytest.raises(ConfigError, match=named):
         TrainingSettings.from_cfg(compose_config(overrides))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ("training.epochs=0", r"training\.epochs must be >= 1, got 0"),
+        ("training.patience=0", r"training\.patience must be >= 1"),
+        ("cv.folds=0", r"cv\.folds must be >= 1"),
+        ("federation.timeout=0", r"federation\.timeout must be > 0"),
+        ("federation.outage_timeout=-1", r"federation\.outage_timeout must be >= 0"),
+        ("federation.poll_interval=soon", r"federation\.poll_interval must be a number"),
+        ("seed=-1", r"seed must be >= 0"),
+    ],
+)
+def test_a_value_out_of_its_range_is_refused_by_its_section(overrides, named):
+    """The range rules live on the typed sections; ``check_config`` builds them once."""
+    with pytest.raises(ConfigError, match=named):
+        check_config(compose_config(overrides))
+
+
+def test_the_run_settings_are_built_once_and_shared():
+    cfg = compose_config("training.patience=null federation.timeout=30")
+    settings = check_config(cfg)
+    assert settings == RunSettings.from_cfg(cfg) and settings.training.patience is None
+    assert settings.federation.timeout == 30.0
+    assert make_strategy(cfg, settings).training is settings.training
