@@ -26,6 +26,15 @@ class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names it and the fix."""
 
 
+# A numeric field's annotation -> what its value must be (an integer, a number)
+NUMBER_KINDS = {
+    "int": "integer",
+    "int | None": "integer",
+    "float": "number",
+    "float | None": "number",
+}
+
+
 def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
     """``section`` (a DictConfig, a dict or None) as a ``cls`` dataclass: its defaults for the
     keys it leaves out, values converted to the fields' types (``"3"`` for an int is 3).
@@ -52,21 +61,12 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
         key = getattr(error, "full_key", "") or ""
         kind = NUMBER_KINDS.get(str(types.get(key)))
         if kind and isinstance(error, ValidationError) and key in values:
-            name = f"{where}.{key}"
+            name, article = f"{where}.{key}", "an" if kind == "integer" else "a"
             raise ConfigError(
-                f"{name} must be {kind}, got {values[key]!r}; fix: {name}=<{kind.split()[1]}>"
+                f"{name} must be {article} {kind}, got {values[key]!r}; fix: {name}=<{kind}>"
             ) from None
         what = str(getattr(error, "msg", error)).splitlines()[0]
         raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
-
-
-# A numeric field's annotation -> how a wrong value's message names it
-NUMBER_KINDS = {
-    "int": "an integer",
-    "int | None": "an integer",
-    "float": "a number",
-    "float | None": "a number",
-}
 
 
 def at_least(where: str, settings: object, **lows: float) -> None:
