@@ -11,7 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 from vflfs.runtime.cli import job_output_dir
-from vflfs.runtime.config import CONF_DIR
+from vflfs.runtime.config import CONF_DIR, register_schemas
 from vflfs.runtime.results import is_complete
 
 from flower_procs import ProcessTag, run_process, tool
@@ -35,41 +35,40 @@ def vflfs_run(tag: ProcessTag, cwd: Path, *args: str):
 
 
 def test_unknown_dataset_fails_and_lists_the_datasets(tag, tmp_path):
+    """With ``VFLFS_DEBUG=1`` the error keeps its traceback (without, one line: below)."""
     out = tmp_path / "out"
-    result, text = vflfs_run(
-        tag, tmp_path, "dataset.name=nosuch", "training.epochs=1", f"output_dir={out}",
-        f"hydra.run.dir={tmp_path}/h",
+    args = ("dataset.name=nosuch", "training.epochs=1", f"output_dir={out}")
+    result = run_process(
+        [tool("vflfs-run"), *args, f"hydra.run.dir={tmp_path}/h"],
+        env=tag.env(VFLFS_DEBUG="1"), cwd=tmp_path, timeout=600,
     )  # fmt: skip
-    assert result.returncode != 0
+    text = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" in text
     assert "unknown dataset 'nosuch'" in text
     assert "synthetic_madelon" in text and "madelon" in text
     assert not (out / "results.json").exists()
     assert "unknown dataset 'nosuch'" in (out / "error.txt").read_text()
 
 
-def test_split_sizes_that_do_not_add_up_fail(tag, tmp_path):
-    out = tmp_path / "out"
-    result, text = vflfs_run(
-        tag, tmp_path, *TINY, "training.epochs=1", "split=sizes", "split.sizes=[10,10]",
-        f"output_dir={out}", f"hydra.run.dir={tmp_path}/h",
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "add up to 20 but the data has 40 columns" in text
-    assert not (out / "results.json").exists()
-
-
 def test_multirun_writes_one_complete_folder_per_job_and_resumes(tag, tmp_path):
+    """``-m``: the first sweep in parallel (``hydra/launcher=joblib``, each job in a loky
+    worker process), the sweep's callbacks numbering the jobs and each job writing its own
+    complete folder; the same sweep extended, with the default launcher, skips finished jobs."""
     sweep = tmp_path / "sweep"
     common = (*TINY, "training.epochs=1", f"hydra.sweep.dir={sweep}")
-    result, text = vflfs_run(tag, tmp_path, "-m", "seed=0,1", *common)
+    parallel = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    result, text = vflfs_run(tag, tmp_path, "-m", "seed=0,1", *common, *parallel)
     assert result.returncode == 0, text
+    assert "Joblib.Parallel(n_jobs=2,backend=loky" in text
     assert "sweep: job 1/2" in text and "sweep: job 2/2" in text
+    assert "sweep: 2 jobs done" in text
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     # Job folders are named by their overrides, e.g. "dataset.params.n_features=40,...,seed=0,...".
     assert len(jobs) == 2 and all(f"seed={i}," in job.name for i, job in enumerate(jobs))
     for seed, job in enumerate(jobs):
         assert is_complete(job), job
         assert (job / "history.csv").exists() and (job / "config.yaml").exists()
+        assert f"sweep: job {seed + 1}/2 done" in (job / "cli.log").read_text()
         results = json.loads((job / "results.json").read_text())
         assert results["seed"] == seed
         assert results["epochs_run"] == 1
@@ -86,28 +85,7 @@ def test_multirun_writes_one_complete_folder_per_job_and_resumes(tag, tmp_path):
     assert "seed=2," in new.name and is_complete(new)
 
 
-def test_joblib_launcher_runs_jobs_in_parallel_processes(tag, tmp_path):
-    """``hydra/launcher=joblib``: each job in a loky worker process, with the sweep's callbacks
-    numbering the jobs and each job writing its own complete folder."""
-    sweep = tmp_path / "sweep"
-    result, text = vflfs_run(
-        tag, tmp_path, "-m", "seed=0,1", *TINY, "engine=local", "training.epochs=1",
-        "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}",
-    )  # fmt: skip
-    assert result.returncode == 0, text
-    assert "Joblib.Parallel(n_jobs=2,backend=loky" in text
-    assert "sweep: job 1/2" in text and "sweep: job 2/2" in text
-    assert "sweep: 2 jobs done" in text
-    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
-    assert len(jobs) == 2
-    for seed, job in enumerate(jobs):
-        assert f"seed={seed}," in job.name and is_complete(job), job
-        assert (job / "history.csv").exists() and (job / "config.yaml").exists()
-        assert f"sweep: job {seed + 1}/2 done" in (job / "cli.log").read_text()
-        results = json.loads((job / "results.json").read_text())
-        assert results["seed"] == seed and results["epochs_run"] == 1
-
-
+@pytest.mark.extended  # a Ray simulation; tests/test_simulation.py compares it with local
 def test_local_engine_trains_like_the_simulation_engine(tag, tmp_path):
     sweep = tmp_path / "sweep"
     result, text = vflfs_run(
@@ -138,11 +116,6 @@ def test_config_error_is_one_line_naming_the_key(tag, tmp_path):
     (line,) = [x for x in text.splitlines() if "error:" in x]
     assert "training.epochs must be an integer, got 'abc'" in line and "VFLFS_DEBUG=1" in line
     assert "training.epochs" in (out / "error.txt").read_text()
-
-    debug = run_process(
-        [tool("vflfs-run"), *args], env=tag.env(VFLFS_DEBUG="1"), cwd=tmp_path, timeout=600
-    )
-    assert debug.returncode != 0 and "Traceback" in debug.stdout + debug.stderr
 
 
 def test_the_old_secure_key_is_refused_naming_the_new_one(tag, tmp_path):
@@ -176,6 +149,7 @@ def test_output_folder_of_another_configuration_is_refused(tag, tmp_path):
 @pytest.mark.parametrize(("mode", "expected"), [("RUN", "out"), ("MULTIRUN", "out/3")])
 def test_output_dir_gets_one_folder_per_sweep_job(tmp_path, mode, expected):
     """With ``output_dir`` set, jobs of a sweep must not overwrite each other's results."""
+    register_schemas()  # the structured configs conf/ names (vflfs-run registers them first)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(

@@ -4,8 +4,9 @@ The session's shared stack (``conftest.deployment``: one HTTPS SuperLink with
 ``--enable-supernode-auth`` and the test CA of ``deploy/make_certs.sh``, two registered
 SuperNodes each naming its own party file in its node config, connected through the Fleet
 proxy of ``deploy/fleet_proxy.sh`` where nginx is installed) serves these tests. A short
-training on per-party files equals the in-process run of the original dataset; a SuperNode with
-an unregistered key is refused. Longer (``-m extended``): FedSDG-FS with its secure Gini
+training on per-party files, stopped after its first checkpoint and resumed, equals the
+in-process run of the original dataset (``-m heavy``); a SuperNode with an unregistered key is
+refused. Longer (``-m extended``): FedSDG-FS with its secure Gini
 phase equals the in-process run; a SuperNode killed mid-run ends the run with an error naming
 its party and no result files (on a stack of its own, since it kills a node); a SuperNode
 paused past its heartbeats, its request reported lost by Flower, is sent the request again
@@ -27,8 +28,9 @@ import numpy as np
 import pytest
 
 from vflfs.runtime.config import compose_config
+from vflfs.runtime.results import CHECKPOINT, RESULTS
 
-from deployment_stack import TINY, party_keys_override, run_config, start_deployment, submit
+from deployment_stack import TINY, party_keys_override, run_config, start_deployment
 from flower_procs import REPO
 from helpers import run_local
 
@@ -40,27 +42,53 @@ def own_deployment(tmp_path_factory, party_files):
         yield stack
 
 
-@pytest.mark.heavy  # a whole run over the deployment, a fresh process per message (~1.5 min)
-def test_tls_run_on_party_files_equals_the_in_process_run(deployment, party_files, tmp_path):
-    """Submitted with ``vflfs submit``, every party proving its identity key: exit status 0."""
+@pytest.mark.heavy  # two runs over the deployment, a fresh process per message (~3 min)
+def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
+    deployment, party_files, tmp_path
+):
+    """Every party proving its identity key, a run on the party files is stopped (``flwr
+    stop``) after its first checkpoint and resumed by a new ``flwr run``: the parties'
+    SuperNodes name their state folders (node config state-dir), and the run ends as the
+    in-process run of the original dataset that was never stopped."""
+    extra = f"training.epochs=3 {party_keys_override(deployment)}"  # a round-trip per epoch
     out = tmp_path / "out"
-    done = submit(deployment, run_config(party_files, out, party_keys_override(deployment)))
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
+    config = run_config(party_files, out, extra)
+    run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)
+    assert run.run_id is not None, run.output
+    deadline = time.monotonic() + 300
+    while not (out / CHECKPOINT).exists():
+        assert time.monotonic() < deadline, deployment.run_status(run.run_id)
+        time.sleep(0.2)
+    deployment.flwr("stop", str(run.run_id), deployment.connection)
+    status = deployment.wait_run_finished(run.run_id, timeout=120)
+    assert status["status"] == "finished:stopped", status
+    time.sleep(5)  # the stopped ServerApp's process ends
+    assert not (out / RESULTS).exists()
+
+    config = run_config(party_files, out, f"{extra} resume=true")
+    resumed = deployment.run_app(".", run_config=config, cwd=REPO)
+    output = resumed.output
+    assert deployment.run_status(resumed.run_id)["status"] == "finished:completed", output
     assert "identity: all 2 parties proved their partition" in output
+    assert "alignment: 300 samples in common" in output
     assert not (out / "error.txt").exists()
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / RESULTS).read_text())
     assert results["status"] == "completed"
+    assert len(results["extra"]["resumed"]) == 1 and results["epochs_run"] == 3
     assert results["alignment"]["aligned"] == 300 == sum(results["samples"].values())
     assert [p["n_features"] for p in results["parties"]] == [12, 12]
-    assert results["epochs_run"] == 2 and results["devices"]["parties"] == ["cpu", "cpu"]
-    assert "alignment: 300 samples in common" in output
+    assert results["devices"]["parties"] == ["cpu", "cpu"]
 
-    # The same config on the original dataset, in process: the same training, step by step.
-    local = run_local(compose_config(TINY), tmp_path / "local")
+    # The same training as the in-process run of the original dataset, step by step.
+    local = run_local(compose_config(f"{TINY} training.epochs=3"), tmp_path / "local")
     assert len(results["step_losses"]) == len(local["step_losses"]) > 0
     np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
     assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
+    training = results["communication"]["phases"]["training"]
+    assert training == {
+        **local["communication"]["phases"]["training"],
+        "wall_s": training["wall_s"],
+    }
 
     # Where the stack has the Fleet proxy, the parties' replies went through it.
     if deployment.fleet_proxy is not None:
@@ -96,6 +124,7 @@ def test_fedsdg_fs_with_secure_gini_runs_in_deployment_as_in_process(
     assert results["communication"]["phases"]["gini"]["round_trips"] >= 3
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_a_supernode_with_an_unregistered_key_is_refused(deployment, tmp_path):
     key = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-f", str(key)])

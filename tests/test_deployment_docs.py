@@ -3,7 +3,7 @@ folder swapped in), end to end: split, certificates, TLS SuperLink, registered S
 their own files, ``flwr run``, ``flwr ls``, shutdown.
 
 The guide starts its own stack, as a reader would, so this runs with the longest scenarios
-(``-m extended``); tests/test_deployment.py covers the same stack on every ``python -m pytest``."""
+(``-m extended``); tests/test_deployment.py covers the same stack with ``-m heavy``."""
 
 from __future__ import annotations
 

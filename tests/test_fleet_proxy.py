@@ -42,6 +42,7 @@ def status(stack, method: str, path: str, body: bytes = b"", headers: dict | Non
         return error.code
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_the_proxy_serves_parties_the_fleet_api_only(proxied):
     refused = [
         ("POST", "/v1/control/start-run"),

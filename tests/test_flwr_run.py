@@ -15,8 +15,11 @@ import json
 import numpy as np
 import pytest
 
+from vflfs.runtime.cli import run_job
+from vflfs.runtime.config import compose_config
+
 from deployment_stack import SPLIT
-from flower_procs import REPO, FlowerStack, ProcessTag, run_process, tool
+from flower_procs import REPO, FlowerStack
 
 # Tiny and CPU-only, so that both entry points compute the same thing on any machine.
 TINY = "training.epochs=2 dataset.params.n_samples=600 dataset.params.n_features=40 device=cpu"
@@ -57,6 +60,7 @@ def completed(stack, tmp_path_factory):
     return run, out
 
 
+@pytest.mark.heavy  # Flower's simulation engine (a SuperLink, Ray)
 def test_flwr_run_writes_the_output_folder(stack, completed):
     run, out = completed
     assert run.returncode == 0, run.output
@@ -79,25 +83,12 @@ def test_flwr_run_writes_the_output_folder(stack, completed):
     assert str(out) in run.output
 
 
+@pytest.mark.heavy  # Flower's simulation engine (a SuperLink, Ray)
 def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
+    """``vflfs-run``'s job (``run_job``, engine=local), in this process: the same training."""
     run, flwr_out = completed
     flwr_results = json.loads((flwr_out / "results.json").read_text())
-
-    tag = ProcessTag()
-    out = tmp_path / "cli"
-    try:
-        cli = run_process(
-            [tool("vflfs-run"), *TINY.split(), f"output_dir={out}", f"hydra.run.dir={tmp_path}/h"],
-            env=tag.env(),
-            cwd=tmp_path,
-            timeout=600,
-        )
-    finally:
-        left = tag.wait_gone(20.0)
-        tag.kill_all()
-    assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert not left, "vflfs-run left processes behind"
-    cli_results = json.loads((out / "results.json").read_text())
+    cli_results = run_job(compose_config(TINY), tmp_path / "cli")
 
     assert len(cli_results["step_losses"]) == len(flwr_results["step_losses"]) > 0
     np.testing.assert_allclose(cli_results["step_losses"], flwr_results["step_losses"], rtol=1e-5)
@@ -107,6 +98,7 @@ def test_flwr_run_and_vflfs_run_give_the_same_result(completed, tmp_path):
         assert cli_results["communication"][key] == flwr_results["communication"][key]
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_failed_run_is_reported_failed_with_error_txt(deployment, tmp_path):
     stack = deployment
     out = tmp_path / "out"
@@ -124,6 +116,7 @@ def test_failed_run_is_reported_failed_with_error_txt(deployment, tmp_path):
     assert "Could not find 'dataset/nosuch'" in error and "synthetic_madelon" in error
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_relative_output_dir_is_rejected(deployment):
     stack = deployment
     # The ServerApp runs in the SuperLink's working directory, not in flwr run's.
@@ -134,6 +127,7 @@ def test_relative_output_dir_is_rejected(deployment):
     assert not (stack.workdir / "relative").exists() and not (REPO / "relative").exists()
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_unknown_run_config_key_is_refused(deployment):
     result = deployment.flwr("run", str(REPO), deployment.connection, "-c", "no-such-key=1")
     assert result.returncode != 0

@@ -12,12 +12,12 @@ import pytest
 from vflfs.client_app.app import app as client_app
 from vflfs.datasets import DataError, load_dataset
 from vflfs.federation import LocalGrid
+from vflfs.runtime.cli import run_job
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.split_files import main as split_main
 from vflfs.server_app.experiment import Experiment
 from vflfs.server_app.run import run_experiment
 
-from flower_procs import ProcessTag, run_process, tool
 from helpers import run_local
 
 pytestmark = pytest.mark.usefixtures("fresh_dataset_cache")
@@ -32,15 +32,6 @@ TEACHER = (
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("VFLFS_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def tag():
-    tag = ProcessTag()
-    yield tag
-    left = tag.wait_gone(20.0)
-    killed = tag.kill_all() if left else []
-    assert not left, f"processes left behind: {killed}"
 
 
 def teacher_arrays() -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -119,17 +110,9 @@ def test_party_files_need_one_list_per_party(tmp_path):
 # -- end to end: results.json scores the selection ---------------------------------------------
 
 
-def vflfs_run(tag: ProcessTag, cwd: Path, *args: str) -> dict:
-    out = cwd / "out"
-    overrides = [*args, "engine=local", "training.epochs=2", f"output_dir={out}"]
-    result = run_process(
-        [tool("vflfs-run"), *overrides, f"hydra.run.dir={cwd}/h"],
-        env=tag.env(),
-        cwd=cwd,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads((out / "results.json").read_text())
+def run(cwd: Path, *args: str) -> dict:
+    """``vflfs-run``'s job (engine=local) in this process; results.json's content."""
+    return run_job(compose_config([*args, "engine=local", "training.epochs=2"]), cwd / "out")
 
 
 def assert_all_kept(summary: dict, n_relevant: int, n_features: int) -> None:
@@ -138,27 +121,27 @@ def assert_all_kept(summary: dict, n_relevant: int, n_features: int) -> None:
     assert summary["selection"]["precision"] == pytest.approx(n_relevant / n_features)
 
 
-def test_npz_run_reports_precision_and_recall(tag, tmp_path):
+def test_npz_run_reports_precision_and_recall(tmp_path):
     X, y, relevant = teacher_arrays()
     np.savez(tmp_path / "d.npz", X=X, y=y)
-    summary = vflfs_run(
-        tag, tmp_path, "dataset=npz", f"dataset.params.path={tmp_path / 'd.npz'}",
+    summary = run(
+        tmp_path, "dataset=npz", f"dataset.params.path={tmp_path / 'd.npz'}",
         f"dataset.params.relevant=[{','.join(map(str, relevant[:3]))}]", "split.num_parties=2",
     )  # fmt: skip
     assert_all_kept(summary, 3, 24)
 
 
-def test_csv_run_reports_precision_and_recall_by_name(tag, tmp_path):
+def test_csv_run_reports_precision_and_recall_by_name(tmp_path):
     names = write_csv(tmp_path / "d.csv")
-    summary = vflfs_run(
-        tag, tmp_path, "dataset=csv", f"dataset.params.path={tmp_path / 'd.csv'}",
+    summary = run(
+        tmp_path, "dataset=csv", f"dataset.params.path={tmp_path / 'd.csv'}",
         "dataset.params.label_column=label", "+dataset.params.drop_columns=[id]",
         f"dataset.params.relevant=[{','.join(names)}]",
     )  # fmt: skip
     assert_all_kept(summary, 4, 24)
 
 
-def test_party_files_run_reports_precision_and_recall(tag, tmp_path):
+def test_party_files_run_reports_precision_and_recall(tmp_path):
     """``vflfs split`` of a set with known columns passes them on as per-party lists."""
     assert split_main([str(tmp_path / "parts"), *TEACHER.split(), "split=random"]) == 0
     manifest = json.loads((tmp_path / "parts" / "split.json").read_text())
@@ -168,9 +151,7 @@ def test_party_files_run_reports_precision_and_recall(tag, tmp_path):
         in (manifest["server_overrides"])
     )
     paths = ",".join(p["path"] for p in manifest["parties"])
-    summary = vflfs_run(
-        tag, tmp_path, *manifest["server_overrides"], f"dataset.party_paths=[{paths}]"
-    )
+    summary = run(tmp_path, *manifest["server_overrides"], f"dataset.party_paths=[{paths}]")
     assert_all_kept(summary, 4, 24)
 
 

@@ -4,21 +4,17 @@ the run that was never stopped (history, scores, selection, byte counts)."""
 from __future__ import annotations
 
 import json
-import time
 
-import numpy as np
 import pytest
 
 from vflfs.federation import PartyError
 from vflfs.runtime.cli import run_job
-from vflfs.runtime.config import compose_config
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
 from vflfs.runtime.simulation import RunFailed
 from vflfs.strategies.checkpoint import FAIL_AFTER, StoppedAfterCheckpoint
 
-from deployment_stack import TINY, run_config
-from flower_procs import REPO, ProcessTag, run_process, tool
+from flower_procs import ProcessTag, run_process, tool
 from helpers import tiny_config
 
 VFL = "strategy=vfl training.epochs=6 training.patience=null"
@@ -185,7 +181,7 @@ def test_party_refuses_a_state_of_another_run_or_step(tmp_path, monkeypatch):
     assert run_job(resume, out)["epochs_run"] == 4
 
 
-@pytest.mark.heavy  # two runs in Flower's simulation engine (Ray)
+@pytest.mark.extended  # two runs in Flower's simulation engine (Ray)
 def test_simulation_resumes_to_the_same_run(tmp_path, monkeypatch):
     """The parties, Ray actors, save their state under the run's party-state folder."""
     reference = run_job(tiny_config(VFL), tmp_path / "ref")
@@ -199,41 +195,6 @@ def test_simulation_resumes_to_the_same_run(tmp_path, monkeypatch):
     resumed = run_job(tiny_config(f"{VFL} engine=simulation resume=true"), out)
     same_run(resumed, reference)
     assert history(out) == history(tmp_path / "ref")
-
-
-@pytest.mark.heavy  # two runs on the deployment stack, seconds per round-trip
-def test_deployment_resumes_a_stopped_run(deployment, party_files, tmp_path):
-    """The parties' SuperNodes name their state folders (node config state-dir); the run is
-    stopped (``flwr stop``) after its first checkpoint and resumed by a new ``flwr run``."""
-    extra = "training.epochs=4"  # one round-trip per epoch (TINY's local_steps)
-    out = tmp_path / "out"
-    config = run_config(party_files, out, extra)
-    run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)
-    assert run.run_id is not None, run.output
-    deadline = time.monotonic() + 300
-    while not (out / CHECKPOINT).exists():
-        assert time.monotonic() < deadline, deployment.run_status(run.run_id)
-        time.sleep(0.2)
-    deployment.flwr("stop", str(run.run_id), deployment.connection)
-    status = deployment.wait_run_finished(run.run_id, timeout=120)
-    assert status["status"] == "finished:stopped", status
-    time.sleep(5)  # the stopped ServerApp's process ends
-    assert not (out / RESULTS).exists()
-
-    config = run_config(party_files, out, f"{extra} resume=true")
-    resumed = deployment.run_app(".", run_config=config, cwd=REPO)
-    status = deployment.run_status(resumed.run_id)
-    assert status["status"] == "finished:completed", (status, resumed.output)
-    results = json.loads((out / RESULTS).read_text())
-    assert len(results["extra"]["resumed"]) == 1 and results["epochs_run"] == 4
-    # The same training as the in-process run of the original dataset, never stopped.
-    local = run_job(compose_config(f"{TINY} {extra}"), tmp_path / "local")
-    np.testing.assert_allclose(results["step_losses"], local["step_losses"], rtol=1e-6)
-    assert results["test_metric"] == pytest.approx(local["test_metric"], rel=1e-6)
-    assert results["communication"]["phases"]["training"] == {
-        **local["communication"]["phases"]["training"],
-        "wall_s": results["communication"]["phases"]["training"]["wall_s"],
-    }
 
 
 def test_a_sweep_resumes_its_stopped_jobs(tmp_path):

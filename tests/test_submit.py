@@ -89,6 +89,7 @@ def test_an_ended_run_with_a_checkpoint_is_told_to_resume(tmp_path):
     assert lines[0].startswith("RunInterrupted: ") and "resume=true" in lines[1]
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_a_failing_run_exits_non_zero_and_leaves_error_txt(deployment, party_files, tmp_path):
     out = tmp_path / "out"
     done = submit(deployment, run_config(party_files, out, "training.epochs=0"))
@@ -97,6 +98,7 @@ def test_a_failing_run_exits_non_zero_and_leaves_error_txt(deployment, party_fil
     assert "training.epochs must be >= 1" in (out / "error.txt").read_text()
 
 
+@pytest.mark.heavy  # the deployment stack (a SuperLink, SuperNodes)
 def test_a_refused_submission_has_its_own_exit_code(deployment, tmp_path):
     done = submit(deployment, "no-such-key=1")
     assert done.returncode == EXIT_NOT_SUBMITTED, done.stdout + done.stderr
