@@ -73,7 +73,6 @@ def missing_keys(cfg: DictConfig) -> list[str]:
 # the smallest value itself, null allowed).
 UNTYPED_NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
     "seed": (int, 0, True, False),
-    "split.num_parties": (int, 1, True, False),
     "deployment.superlink_timeout": (float, 0, False, True),
 }
 

@@ -3,11 +3,11 @@
 :func:`typed` turns a section (a DictConfig or a dict) into a frozen dataclass by OmegaConf's
 structured merge: a value of the wrong type or a misspelt key is a :class:`ConfigError` naming
 ``<section>.<key>``, and each dataclass's ``__post_init__`` checks its values' ranges. The
-run-wide sections here (``training``, ``samples``, ``cv``, ``federation``) take their defaults
-from ``conf/config.yaml``, the one place they are written; the dataclasses type them and hold
-their rules. :class:`RunSettings` is all of them, typed once per run
-(:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and shared by the
-run's experiment and strategy. The strategies' own sections are in
+run-wide sections here (``training``, ``samples``, ``cv``, ``federation``, ``split``) take
+their defaults from ``conf/config.yaml`` and ``conf/split/``, the one place they are written;
+the dataclasses type them and hold their rules. :class:`RunSettings` is all of them, typed
+once per run (:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and
+shared by the run's experiment and strategy. The strategies' own sections are in
 :mod:`vflfs.strategies.settings`.
 """
 
@@ -186,6 +186,23 @@ class FederationSettings:
 
 
 @dataclass(frozen=True)
+class SplitSettings:
+    """``split``: how the columns are dealt out to the parties (``conf/split/``)."""
+
+    kind: str  # even, random, sizes, columns, image-rows
+    num_parties: int
+    sizes: list[int] | None = None  # split=sizes: each party's column count, contiguous
+    columns: Any = None  # split=columns: each party's list of column indices
+
+    def __post_init__(self) -> None:
+        at_least("split", self, num_parties=1)
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> SplitSettings:
+        return typed(cls, cfg.get("split"), "split")
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The run-wide sections, typed once per run and shared by its experiment and strategy."""
 
@@ -193,6 +210,7 @@ class RunSettings:
     samples: SampleSettings
     cv: CrossValidationSettings
     federation: FederationSettings
+    split: SplitSettings
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> RunSettings:
@@ -201,4 +219,5 @@ class RunSettings:
             samples=SampleSettings.from_cfg(cfg),
             cv=CrossValidationSettings.from_cfg(cfg),
             federation=FederationSettings.from_cfg(cfg),
+            split=SplitSettings.from_cfg(cfg),
         )

@@ -94,14 +94,14 @@ class Experiment:
         data_dir = str(data_dir) if data_dir is not None else None
         params = dataset_params(cfg)
         dataset = load_dataset(cfg.dataset.name, data_dir, **params)
-        split, seed = cfg.split, int(cfg.seed)
+        split, seed = settings.split, int(cfg.seed)
         columns = split_columns(
             dataset.n_features,
-            int(split.num_parties),
-            kind=str(split.kind),
+            split.num_parties,
+            kind=split.kind,
             seed=seed,
-            sizes=_opt_list(split.get("sizes")),
-            columns=_opt_list(split.get("columns")),
+            sizes=split.sizes,
+            columns=split.columns,
             image_shape=dataset.image_shape,
         )
         return cls(
@@ -137,7 +137,7 @@ class Experiment:
             classes=_opt_list(d.get("classes")),
             min_class_count=d.get("min_class_count"),
         )
-        n = int(cfg.split.num_parties)
+        n = settings.split.num_parties
         party_relevant(_plain(d.get("relevant")), n)  # its shape; the ranges after alignment
         empty = np.zeros(0, np.int64)
         return cls(

@@ -107,6 +107,8 @@ def test_a_misspelt_or_mistyped_training_key_is_named(overrides, named):
         ("federation.outage_timeout=-1", r"federation\.outage_timeout must be >= 0"),
         ("federation.poll_interval=soon", r"federation\.poll_interval must be a number"),
         ("seed=-1", r"seed must be >= 0"),
+        ("split.num_parties=0", r"split\.num_parties must be >= 1, got 0"),
+        ("split=sizes split.sizes=[a,b]", r"split\.sizes"),
     ],
 )
 def test_a_value_out_of_its_range_is_refused_by_its_section(overrides, named):
