@@ -87,6 +87,19 @@ def above(where: str, settings: object, *names: str) -> None:
             raise ConfigError(f"{where}.{name} must be > 0, got {value}")
 
 
+S = TypeVar("S", bound="Section")
+
+
+class Section:
+    """A run-wide section of the config (``cfg.<section>``), typed by its dataclass."""
+
+    section = ""  # its key in the config
+
+    @classmethod
+    def from_cfg(cls: type[S], cfg: DictConfig) -> S:
+        return typed(cls, cfg.get(cls.section), cls.section)
+
+
 def schema(cls: type) -> DictConfig:
     """``cls``'s structured config, writable (a frozen dataclass would make every option
     that sets one of its values fail)."""
@@ -96,8 +109,10 @@ def schema(cls: type) -> DictConfig:
 
 
 @dataclass(frozen=True)
-class TrainingSettings:
+class TrainingSettings(Section):
     """``training``: the split-learning step protocol's settings (spec section 3)."""
+
+    section = "training"
 
     epochs: int
     batch_size: int
@@ -111,7 +126,7 @@ class TrainingSettings:
 
     def __post_init__(self) -> None:
         at_least(
-            "training",
+            self.section,
             self,
             epochs=1,
             batch_size=1,
@@ -120,11 +135,7 @@ class TrainingSettings:
             patience_steps=0,
             eval_chunk=1,
         )
-        above("training", self, "lr")
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> TrainingSettings:
-        return typed(cls, cfg.get("training"), "training")
+        above(self.section, self, "lr")
 
     @property
     def optimizer_spec(self) -> dict:
@@ -133,32 +144,28 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True)
-class SampleSettings:
+class SampleSettings(Section):
     """``samples``: how the rows are split into training, validation and test rows."""
+
+    section = "samples"
 
     test_fraction: float
     val_fraction: float  # share of the training rows
     stratify: bool
     official_split: bool  # keep a dataset's official test rows where it has them
 
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> SampleSettings:
-        return typed(cls, cfg.get("samples"), "samples")
-
 
 @dataclass(frozen=True)
-class CrossValidationSettings:
+class CrossValidationSettings(Section):
     """``cv``: k-fold cross-validation (``folds`` > 1), its folds seeded by ``seed``."""
+
+    section = "cv"
 
     folds: int
     seed: int | None  # None: the run's seed
 
     def __post_init__(self) -> None:
-        at_least("cv", self, folds=1)
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> CrossValidationSettings:
-        return typed(cls, cfg.get("cv"), "cv")
+        at_least(self.section, self, folds=1)
 
     @property
     def enabled(self) -> bool:
@@ -166,8 +173,10 @@ class CrossValidationSettings:
 
 
 @dataclass(frozen=True)
-class FederationSettings:
+class FederationSettings(Section):
     """``federation``: how long the server waits for the parties, and how often it polls."""
+
+    section = "federation"
 
     timeout: float  # seconds to wait for a party's reply
     connect_timeout: float  # seconds to wait for every party's node at start
@@ -177,17 +186,15 @@ class FederationSettings:
     party_keys: Any
 
     def __post_init__(self) -> None:
-        above("federation", self, "timeout", "connect_timeout")
-        at_least("federation", self, outage_timeout=0, poll_interval=0)
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> FederationSettings:
-        return typed(cls, cfg.get("federation"), "federation")
+        above(self.section, self, "timeout", "connect_timeout")
+        at_least(self.section, self, outage_timeout=0, poll_interval=0)
 
 
 @dataclass(frozen=True)
-class SplitSettings:
+class SplitSettings(Section):
     """``split``: how the columns are dealt out to the parties (``conf/split/``)."""
+
+    section = "split"
 
     kind: str  # even, random, sizes, columns, image-rows
     num_parties: int
@@ -195,11 +202,7 @@ class SplitSettings:
     columns: Any = None  # split=columns: each party's list of column indices
 
     def __post_init__(self) -> None:
-        at_least("split", self, num_parties=1)
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> SplitSettings:
-        return typed(cls, cfg.get("split"), "split")
+        at_least(self.section, self, num_parties=1)
 
 
 @dataclass(frozen=True)
