@@ -69,24 +69,6 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
         raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
 
 
-def at_least(where: str, settings: object, **lows: float) -> None:
-    """Each field of ``settings`` named in ``lows`` is >= its low (a None, where the field's
-    type allows it, is left alone); else a :class:`ConfigError` naming ``<where>.<field>``."""
-    for name, low in lows.items():
-        value = getattr(settings, name)
-        if value is not None and value < low:
-            raise ConfigError(f"{where}.{name} must be >= {low}, got {value}")
-
-
-def above(where: str, settings: object, *names: str) -> None:
-    """The fields ``names`` of ``settings`` are > 0 (a None is left alone); else a
-    :class:`ConfigError` naming ``<where>.<field>``."""
-    for name in names:
-        value = getattr(settings, name)
-        if value is not None and value <= 0:
-            raise ConfigError(f"{where}.{name} must be > 0, got {value}")
-
-
 S = TypeVar("S", bound="Section")
 
 
@@ -98,6 +80,22 @@ class Section:
     @classmethod
     def from_cfg(cls: type[S], cfg: DictConfig) -> S:
         return typed(cls, cfg.get(cls.section), cls.section)
+
+    def at_least(self, **lows: float) -> None:
+        """Each field named in ``lows`` is >= its low (a None, where the field's type allows
+        it, is left alone); else a :class:`ConfigError` naming ``<section>.<field>``."""
+        for name, low in lows.items():
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise ConfigError(f"{self.section}.{name} must be >= {low}, got {value}")
+
+    def above(self, *names: str) -> None:
+        """The fields ``names`` are > 0 (a None is left alone); else a :class:`ConfigError`
+        naming ``<section>.<field>``."""
+        for name in names:
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{self.section}.{name} must be > 0, got {value}")
 
 
 def schema(cls: type) -> DictConfig:
@@ -125,9 +123,7 @@ class TrainingSettings(Section):
     eval_chunk: int  # rows per evaluation chunk on the parties
 
     def __post_init__(self) -> None:
-        at_least(
-            self.section,
-            self,
+        self.at_least(
             epochs=1,
             batch_size=1,
             local_steps=1,
@@ -135,7 +131,7 @@ class TrainingSettings(Section):
             patience_steps=0,
             eval_chunk=1,
         )
-        above(self.section, self, "lr")
+        self.above("lr")
 
     @property
     def optimizer_spec(self) -> dict:
@@ -165,7 +161,7 @@ class CrossValidationSettings(Section):
     seed: int | None  # None: the run's seed
 
     def __post_init__(self) -> None:
-        at_least(self.section, self, folds=1)
+        self.at_least(folds=1)
 
     @property
     def enabled(self) -> bool:
@@ -186,8 +182,8 @@ class FederationSettings(Section):
     party_keys: Any
 
     def __post_init__(self) -> None:
-        above(self.section, self, "timeout", "connect_timeout")
-        at_least(self.section, self, outage_timeout=0, poll_interval=0)
+        self.above("timeout", "connect_timeout")
+        self.at_least(outage_timeout=0, poll_interval=0)
 
 
 @dataclass(frozen=True)
@@ -202,7 +198,7 @@ class SplitSettings(Section):
     columns: Any = None  # split=columns: each party's list of column indices
 
     def __post_init__(self) -> None:
-        at_least(self.section, self, num_parties=1)
+        self.at_least(num_parties=1)
 
 
 @dataclass(frozen=True)
