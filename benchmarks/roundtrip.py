@@ -121,13 +121,13 @@ class Alternate:
 @server.main()
 def serve(grid: Grid, context: Context) -> None:
     from vflfs.runtime.config import compose_config
-    from vflfs.runtime.settings import FederationSettings
+    from vflfs.runtime.settings import RunSettings
     from vflfs.server_app.run import poll_interval, run_experiment
 
     config = context.run_config
     out = Path(str(config["output-dir"]))
     cfg = compose_config(str(config["hydra-overrides"]))
-    alternate = Alternate(grid, poll_interval(grid, FederationSettings.from_cfg(cfg), cfg))
+    alternate = Alternate(grid, poll_interval(grid, RunSettings.from_cfg(cfg)))
     run_experiment(grid, cfg, out, observers=[alternate])
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULT).write_text(json.dumps({"waves": alternate.waves}))

@@ -71,12 +71,13 @@ def run_job(cfg: DictConfig, out_dir: Path) -> dict:
     from vflfs.client_app.app import app as client_app
     from vflfs.client_app.store import RUN_KEY
     from vflfs.federation import LocalGrid
-    from vflfs.server_app.run import run_experiment
+    from vflfs.server_app.run import check_run, run_experiment
 
+    settings = check_run(cfg, out_dir)  # a bad value is refused by name before the grid is made
     # The parties save their state at epoch boundaries in the output folder, for resume=true.
     parties = {RUN_KEY: str(out_dir / PARTY_STATE)}
-    grid = LocalGrid(client_app, int(cfg.split.num_parties), run_config=parties)
-    return run_experiment(grid, cfg, out_dir)
+    grid = LocalGrid(client_app, settings.split.num_parties, run_config=parties)
+    return run_experiment(grid, cfg, out_dir, settings=settings)
 
 
 def outcome(summary: dict) -> str:

@@ -68,15 +68,6 @@ def missing_keys(cfg: DictConfig) -> list[str]:
     return sorted(OmegaConf.missing_keys(cfg))
 
 
-# The numbers every run reads outside the typed sections of :class:`RunSettings` (whose
-# dataclasses hold their own rules): key -> (kind, smallest allowed value, whether it may be
-# the smallest value itself, null allowed).
-UNTYPED_NUMBERS: dict[str, tuple[type, float, bool, bool]] = {
-    "seed": (int, 0, True, False),
-    "deployment.superlink_timeout": (float, 0, False, True),
-}
-
-
 def check_config(cfg: DictConfig) -> RunSettings:
     """Fail early, naming the key, on values every run needs; returns the run-wide settings,
     typed (each section's ranges checked by its dataclass), before any data is loaded."""
@@ -89,8 +80,6 @@ def check_config(cfg: DictConfig) -> RunSettings:
     engine = str(cfg.get("engine", "local"))
     if engine not in ENGINES:
         raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
-    for key, rule in UNTYPED_NUMBERS.items():
-        check_number(cfg, key, *rule)
     settings = RunSettings.from_cfg(cfg)
     scaling = cfg.get("scaling", "auto")
     if scaling not in SCALINGS:
@@ -99,20 +88,3 @@ def check_config(cfg: DictConfig) -> RunSettings:
         if not isinstance(cfg.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")
     return settings
-
-
-def check_number(
-    cfg: DictConfig, key: str, kind: type, low: float, inclusive: bool, nullable: bool
-) -> None:
-    """``key`` holds a number of ``kind`` (an int for ``int``) >= ``low`` (> when not
-    ``inclusive``), or null where ``nullable``; else a :class:`ConfigError` naming ``key``."""
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None and nullable:
-        return
-    kinds = (int,) if kind is int else (int, float)
-    name = "an integer" if kind is int else "a number"
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ConfigError(f"{key} must be {name}, got {value!r}; fix: {key}=<{name[2:].strip()}>")
-    if value < low or (value == low and not inclusive):
-        bound = f">= {low}" if inclusive else f"> {low}"
-        raise ConfigError(f"{key} must be {bound}, got {value}")

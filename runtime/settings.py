@@ -3,12 +3,13 @@
 :func:`typed` turns a section (a DictConfig or a dict) into a frozen dataclass by OmegaConf's
 structured merge: a value of the wrong type or a misspelt key is a :class:`ConfigError` naming
 ``<section>.<key>``, and each dataclass's ``__post_init__`` checks its values' ranges. The
-run-wide sections here (``training``, ``samples``, ``cv``, ``federation``, ``split``) take
-their defaults from ``conf/config.yaml`` and ``conf/split/``, the one place they are written;
-the dataclasses type them and hold their rules. :class:`RunSettings` is all of them, typed
-once per run (:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and
-shared by the run's experiment and strategy. The strategies' own sections are in
-:mod:`vflfs.strategies.settings`.
+run-wide sections here (``training``, ``samples``, ``cv``, ``federation``, ``split``,
+``alignment``, ``deployment``, ``simulation``) and the top-level ``seed`` take their defaults
+from ``conf/config.yaml`` and ``conf/split/``, the one place they are written; the dataclasses
+type them and hold their rules. :class:`RunSettings` is all of them, typed once per run
+(:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and shared by the
+run's experiment, strategy, alignment, federation and engine. The strategies' own sections are
+in :mod:`vflfs.strategies.settings`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
     names = set(types)
     unknown = sorted(set(values) - names)
     if unknown and strict:
-        named = ", ".join(f"{where}.{k}" for k in unknown)
+        named = ", ".join(dotted(where, k) for k in unknown)
         raise ConfigError(
             f"unknown {where} keys {unknown} ({named}); the settings are {sorted(names)}"
         )
@@ -61,12 +62,18 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
         key = getattr(error, "full_key", "") or ""
         kind = NUMBER_KINDS.get(str(types.get(key)))
         if kind and isinstance(error, ValidationError) and key in values:
-            name, article = f"{where}.{key}", "an" if kind == "integer" else "a"
+            name, article = dotted(where, key), "an" if kind == "integer" else "a"
             raise ConfigError(
                 f"{name} must be {article} {kind}, got {values[key]!r}; fix: {name}=<{kind}>"
             ) from None
         what = str(getattr(error, "msg", error)).splitlines()[0]
-        raise ConfigError(f"{where}.{key}: {what}; fix: {where}.{key}=<value>") from None
+        name = dotted(where, key)
+        raise ConfigError(f"{name}: {what}; fix: {name}=<value>") from None
+
+
+def dotted(where: str, key: str) -> str:
+    """``where.key``, or ``key`` for a top-level value (``where`` empty)."""
+    return f"{where}.{key}" if where else key
 
 
 S = TypeVar("S", bound="Section")
@@ -75,11 +82,18 @@ S = TypeVar("S", bound="Section")
 class Section:
     """A run-wide section of the config (``cfg.<section>``), typed by its dataclass."""
 
-    section = ""  # its key in the config
+    section = ""  # its key in the config ("": the config's top level)
 
     @classmethod
     def from_cfg(cls: type[S], cfg: DictConfig) -> S:
-        return typed(cls, cfg.get(cls.section), cls.section)
+        if cls.section:
+            return typed(cls, cfg.get(cls.section), cls.section)
+        top = {f.name: cfg.get(f.name) for f in fields(cls) if f.name in cfg}  # type: ignore[arg-type]
+        return typed(cls, top, "")
+
+    def key(self, name: str) -> str:
+        """The config key of the field ``name`` (``<section>.<name>``)."""
+        return dotted(self.section, name)
 
     def at_least(self, **lows: float) -> None:
         """Each field named in ``lows`` is >= its low (a None, where the field's type allows
@@ -87,7 +101,7 @@ class Section:
         for name, low in lows.items():
             value = getattr(self, name)
             if value is not None and value < low:
-                raise ConfigError(f"{self.section}.{name} must be >= {low}, got {value}")
+                raise ConfigError(f"{self.key(name)} must be >= {low}, got {value}")
 
     def above(self, *names: str) -> None:
         """The fields ``names`` are > 0 (a None is left alone); else a :class:`ConfigError`
@@ -95,7 +109,7 @@ class Section:
         for name in names:
             value = getattr(self, name)
             if value is not None and value <= 0:
-                raise ConfigError(f"{self.section}.{name} must be > 0, got {value}")
+                raise ConfigError(f"{self.key(name)} must be > 0, got {value}")
 
 
 def schema(cls: type) -> DictConfig:
@@ -202,6 +216,55 @@ class SplitSettings(Section):
 
 
 @dataclass(frozen=True)
+class AlignmentSettings(Section):
+    """``alignment``: sample alignment of per-party files (``dataset=party_files``)."""
+
+    section = "alignment"
+
+    min_samples: int  # the fewest samples the labels file and every party must share
+    workers: int | None  # CPU processes for the elliptic-curve work (None: every CPU)
+
+    def __post_init__(self) -> None:
+        self.at_least(min_samples=1, workers=1)
+
+
+@dataclass(frozen=True)
+class DeploymentSettings(Section):
+    """``deployment``: the server's settings in Flower's deployment engine."""
+
+    section = "deployment"
+
+    poll_interval: float  # seconds between polls for replies (each an HTTP request)
+    superlink_timeout: float | None  # seconds of refused connections that end the run
+
+    def __post_init__(self) -> None:
+        self.above("poll_interval", "superlink_timeout")
+
+
+@dataclass(frozen=True)
+class SimulationSettings(Section):
+    """``simulation``: Ray resources per party in Flower's simulation engine."""
+
+    section = "simulation"
+
+    client_cpus: int | None  # None: every CPU (one actor)
+    client_gpus: float | None  # None: a share of the GPUs when there are any
+
+    def __post_init__(self) -> None:
+        self.at_least(client_cpus=1, client_gpus=0)
+
+
+@dataclass(frozen=True)
+class TopLevelSettings(Section):
+    """The config's top-level values that every run reads."""
+
+    seed: int  # seeds the splits, the models and the parties' noise
+
+    def __post_init__(self) -> None:
+        self.at_least(seed=0)
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The run-wide sections, typed once per run and shared by its experiment and strategy."""
 
@@ -210,6 +273,10 @@ class RunSettings:
     cv: CrossValidationSettings
     federation: FederationSettings
     split: SplitSettings
+    alignment: AlignmentSettings
+    deployment: DeploymentSettings
+    simulation: SimulationSettings
+    seed: int
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> RunSettings:
@@ -219,4 +286,8 @@ class RunSettings:
             cv=CrossValidationSettings.from_cfg(cfg),
             federation=FederationSettings.from_cfg(cfg),
             split=SplitSettings.from_cfg(cfg),
+            alignment=AlignmentSettings.from_cfg(cfg),
+            deployment=DeploymentSettings.from_cfg(cfg),
+            simulation=SimulationSettings.from_cfg(cfg),
+            seed=TopLevelSettings.from_cfg(cfg).seed,
         )

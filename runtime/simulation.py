@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError
 from .results import ERROR, PARTY_STATE, RESULTS, is_complete, read_results
+from .settings import RunSettings
 from .superlink import SimulationSuperLink
 
 log = logging.getLogger("vflfs")
@@ -32,20 +33,21 @@ class RunFailed(RuntimeError):
     """The ServerApp ended the run with an error (the message is the run's ``error.txt``)."""
 
 
-def backend_config(cfg: DictConfig) -> dict[str, object]:
+def backend_config(cfg: DictConfig, settings: RunSettings | None = None) -> dict[str, object]:
     """Ray resources as ``--federation-config`` keys: by default one actor with every CPU, and
-    the GPUs shared by the parties."""
+    the GPUs shared by the parties. ``settings``: ``cfg``'s run-wide sections as the run typed
+    them (:func:`~vflfs.runtime.config.check_config`), else typed here."""
+    settings = settings or RunSettings.from_cfg(cfg)
+    sim, parties = settings.simulation, settings.split.num_parties
     cpus = os.cpu_count() or 1
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    sim = cfg.get("simulation") or {}
-    client_cpus = sim.get("client_cpus") or cpus
-    client_gpus = sim.get("client_gpus")
+    client_gpus = sim.client_gpus
     if client_gpus is None:
         use_gpu = gpus > 0 and str(cfg.device) != "cpu"
-        client_gpus = min(1.0, gpus / int(cfg.split.num_parties)) if use_gpu else 0.0
+        client_gpus = min(1.0, gpus / parties) if use_gpu else 0.0
     return {
-        "num-supernodes": int(cfg.split.num_parties),
-        "client-resources-num-cpus": int(client_cpus),
+        "num-supernodes": parties,
+        "client-resources-num-cpus": sim.client_cpus or cpus,
         "client-resources-num-gpus": float(client_gpus),
         "init-args-num-cpus": int(cpus),
         "init-args-num-gpus": int(gpus),
@@ -63,7 +65,7 @@ def simulate(cfg: DictConfig, out_dir: str | Path) -> dict:
     from vflfs.server_app.run import prepare
 
     out_dir = Path(out_dir).absolute()
-    prepare(cfg, out_dir)
+    experiment, _ = prepare(cfg, out_dir)
     if not (APP_DIR / "pyproject.toml").exists():
         raise ConfigError(
             "engine=simulation runs `flwr run` on the vflfs source folder, which this "
@@ -80,7 +82,7 @@ def simulate(cfg: DictConfig, out_dir: str | Path) -> dict:
                 "output-dir": str(out_dir),
                 RUN_KEY: str(out_dir / PARTY_STATE),  # the parties' saved states
             },
-            backend_config(cfg),
+            backend_config(cfg, experiment.settings),
             on_line=_show,
         )
     if status["status"] == "finished:completed" and is_complete(out_dir):

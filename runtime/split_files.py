@@ -70,7 +70,7 @@ def split_to_files(
     out.mkdir(parents=True, exist_ok=True)
     n = dataset.n_samples
     ids = np.asarray([f"s{i:0{len(str(n - 1))}d}" for i in range(n)])
-    rng = np.random.default_rng(int(cfg.seed))
+    rng = np.random.default_rng(experiment.seed)
     labels_rows = _rows(n, drop, rng, shuffle=False)
     labels = {"id": ids[labels_rows], "y": np.asarray(dataset.y)[labels_rows]}
     if dataset.train_idx is not None and dataset.test_idx is not None:

@@ -37,10 +37,9 @@ log = logging.getLogger("vflfs")
 def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
     """Align the parties' files with the labels file; the experiment on the common samples."""
     assert experiment.labels is not None
-    cfg = experiment.cfg
-    settings = cfg.get("alignment", {})
+    cfg, settings = experiment.cfg, experiment.settings.alignment
     key, alignment = new_key(), uuid.uuid4().hex
-    workers = resolve_workers(settings.get("workers"))
+    workers = resolve_workers(settings.workers)
     points = blind(key, experiment.labels.ids, workers)
     paths = _party_paths(cfg, experiment.num_parties)
     requests = {
@@ -48,7 +47,7 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
             labels=points,
             alignment=alignment,
             id_column=str(cfg.dataset.id_column),
-            workers=settings.get("workers"),
+            workers=settings.workers,
             path=paths[m] if paths else None,
         )
         for m in range(experiment.num_parties)
@@ -62,7 +61,7 @@ def align_samples(federation: Federation, experiment: Experiment) -> Experiment:
             raise
         raise PartyError(error.party, ALIGN, str(error)) from error
     report = overlap_report(len(experiment.labels.ids), [len(p) for p in own], len(keep))
-    minimum = int(settings.get("min_samples", 10))
+    minimum = settings.min_samples
     if len(keep) < minimum:
         raise AlignmentError(
             f"sample alignment found too few samples: {report}; alignment.min_samples is "

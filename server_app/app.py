@@ -35,6 +35,7 @@ from vflfs.datasets.paths import resolve_data_dir
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
+from vflfs.runtime.settings import DeploymentSettings
 
 from .interrupted import RunInterrupted, watch_exit, watch_superlink
 from .run import run_experiment
@@ -53,6 +54,7 @@ def main(grid: Grid, context: Context) -> None:
         cfg = load_config(context.run_config)
         out_dir = resolve_output_dir(named, cfg.get("output_dir"))
         check_server_paths(cfg)
+        deployment = DeploymentSettings.from_cfg(cfg)  # the watch starts before the run's checks
         if not cfg.get("rerun", False):
             holds_same_run(out_dir, cfg)  # refuses a completed run of another configuration
     except Exception as error:
@@ -60,7 +62,7 @@ def main(grid: Grid, context: Context) -> None:
             write_error(out_dir, error)
         raise
     watched = watch_exit(out_dir)
-    watch_superlink(grid, cfg, watched)
+    watch_superlink(grid, deployment, watched)
     try:
         run_experiment(grid, cfg, out_dir)
     except (SystemExit, KeyboardInterrupt):

@@ -81,7 +81,7 @@ class Experiment:
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.seed)
+        return self.settings.seed
 
     @classmethod
     def from_config(cls, cfg: DictConfig, settings: RunSettings | None = None) -> Experiment:
@@ -94,7 +94,7 @@ class Experiment:
         data_dir = str(data_dir) if data_dir is not None else None
         params = dataset_params(cfg)
         dataset = load_dataset(cfg.dataset.name, data_dir, **params)
-        split, seed = settings.split, int(cfg.seed)
+        split, seed = settings.split, settings.seed
         columns = split_columns(
             dataset.n_features,
             split.num_parties,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vflfs.runtime.results import ERROR, RESULTS, resume_hint, write_error
+from vflfs.runtime.settings import DeploymentSettings
 
 REASON = (
     "Flower ended the ServerApp before the run finished: its SuperLink stopped or was lost, or "
@@ -97,12 +98,15 @@ class SuperLinkWatch(threading.Thread):
         os.kill(os.getpid(), signal.SIGINT)  # Flower's graceful exit: its handlers, ours first
 
 
-def watch_superlink(grid, cfg, exit_watch: ExitWatch) -> SuperLinkWatch | None:
-    """Start a :class:`SuperLinkWatch` on the deployment engine's grid (None elsewhere)."""
+def watch_superlink(
+    grid, deployment: DeploymentSettings, exit_watch: ExitWatch
+) -> SuperLinkWatch | None:
+    """Start a :class:`SuperLinkWatch` on the deployment engine's grid (None elsewhere, or
+    with ``deployment.superlink_timeout`` null)."""
     address = getattr(grid, "_addr", None)  # flwr.superlink.grid.HttpGrid's Runtime API address
-    timeout = (cfg.get("deployment") or {}).get("superlink_timeout")
-    if not address or not timeout:
+    timeout = deployment.superlink_timeout
+    if not address or timeout is None:
         return None
-    watch = SuperLinkWatch(str(address), float(timeout), exit_watch)
+    watch = SuperLinkWatch(str(address), timeout, exit_watch)
     watch.start()
     return watch

@@ -15,7 +15,7 @@ from vflfs.datasets.alignment import METHOD
 from vflfs.federation import Federation, Observer, PartyError
 from vflfs.runtime import results as files
 from vflfs.runtime.config import check_config
-from vflfs.runtime.settings import FederationSettings
+from vflfs.runtime.settings import RunSettings
 from vflfs.strategies import RunResult, Strategy, make_strategy
 from vflfs.strategies.checkpoint import completed, open_checkpoints, run_strategy
 
@@ -28,15 +28,31 @@ from .outcome import outcome
 log = logging.getLogger("vflfs")
 
 
-def prepare(cfg: DictConfig, out_dir: str | Path) -> tuple[Experiment, Strategy]:
-    """Every check that needs no party: config, data, splits, strategy name.
+def check_run(cfg: DictConfig, out_dir: str | Path) -> RunSettings:
+    """The run-wide sections, typed once for the whole run (:func:`check_config`).
 
     First removes the outcome files an earlier run left in ``out_dir``. A failure writes
-    ``error.txt`` into ``out_dir`` and raises, before any message is sent.
+    ``error.txt`` into ``out_dir`` and raises, before any data is loaded.
     """
     files.clear_outcome(Path(out_dir))
     try:
-        settings = check_config(cfg)  # the run-wide sections, typed once for the whole run
+        return check_config(cfg)
+    except BaseException as error:
+        files.write_error(Path(out_dir), error)
+        raise
+
+
+def prepare(
+    cfg: DictConfig, out_dir: str | Path, settings: RunSettings | None = None
+) -> tuple[Experiment, Strategy]:
+    """Every check that needs no party: config, data, splits, strategy name.
+
+    ``settings``: as :func:`check_run` returned them for ``cfg`` and ``out_dir``, else
+    checked here. A failure writes ``error.txt`` into ``out_dir`` and raises, before any
+    message is sent.
+    """
+    settings = settings or check_run(cfg, out_dir)
+    try:
         if cfg.get("threads"):
             torch.set_num_threads(int(cfg.threads))
         return Experiment.from_config(cfg, settings), make_strategy(cfg, settings)
@@ -50,17 +66,19 @@ def run_experiment(
     cfg: DictConfig,
     out_dir: str | Path,
     observers: list[Observer] | None = None,
+    settings: RunSettings | None = None,
 ) -> dict:
     """Check the config, train with its strategy over ``grid``, write the output folder.
 
     With ``cv.folds = k > 1`` the strategy runs once per fold over the same parties, and
     ``results.json`` holds the mean and standard deviation over folds (spec section 1).
     The run checkpoints at every epoch boundary and, with ``resume=true``, continues from the
-    checkpoint it finds in ``out_dir`` (:mod:`vflfs.strategies.checkpoint`).
+    checkpoint it finds in ``out_dir`` (:mod:`vflfs.strategies.checkpoint`). ``settings``:
+    ``cfg``'s run-wide sections as :func:`check_run` returned them, else checked here.
     """
     out_dir = Path(out_dir)
     start = time.perf_counter()
-    experiment, strategy = prepare(cfg, out_dir)
+    experiment, strategy = prepare(cfg, out_dir, settings)
     try:
         federation = make_federation(grid, experiment, observers)
         checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
@@ -110,18 +128,18 @@ def make_federation(
         experiment.num_parties,
         timeout=f.timeout,
         connect_timeout=f.connect_timeout,
-        poll_interval=poll_interval(grid, f, experiment.cfg),
+        poll_interval=poll_interval(grid, experiment.settings),
         observers=observers,
         outage_timeout=f.outage_timeout,
     )
 
 
-def poll_interval(grid: Grid, federation: FederationSettings, cfg: DictConfig) -> float:
+def poll_interval(grid: Grid, settings: RunSettings) -> float:
     """``federation.poll_interval``; in the deployment engine at least
     ``deployment.poll_interval`` (each poll is an HTTP request to the SuperLink there)."""
-    interval = federation.poll_interval
+    interval = settings.federation.poll_interval
     if is_deployment(grid):
-        interval = max(interval, float(cfg.get("deployment", {}).get("poll_interval", 0.05)))
+        interval = max(interval, settings.deployment.poll_interval)
     return interval
 
 

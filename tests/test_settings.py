@@ -1,4 +1,4 @@
-"""The typed settings: ``training``, the ``secure`` group, the path's schema, the gates."""
+"""The typed settings: the run-wide sections, the ``secure`` group, the path's schema, the gates."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from vflfs.runtime.config import ConfigError, check_config, compose_config
-from vflfs.runtime.settings import RunSettings, TrainingSettings
+from vflfs.runtime.settings import DeploymentSettings, RunSettings, TrainingSettings
 from vflfs.strategies import make_strategy
 from vflfs.strategies.path_choice import PathSettings
 from vflfs.strategies.settings import GateSettings, SecureConfig
@@ -106,7 +106,15 @@ def test_a_misspelt_or_mistyped_training_key_is_named(overrides, named):
         ("federation.timeout=0", r"federation\.timeout must be > 0"),
         ("federation.outage_timeout=-1", r"federation\.outage_timeout must be >= 0"),
         ("federation.poll_interval=soon", r"federation\.poll_interval must be a number"),
-        ("seed=-1", r"seed must be >= 0"),
+        ("seed=-1", r"^seed must be >= 0, got -1$"),
+        ("seed=abc", r"^seed must be an integer, got 'abc'; fix: seed=<integer>$"),
+        ("alignment.min_samples=0", r"alignment\.min_samples must be >= 1, got 0"),
+        ("alignment.workers=0", r"alignment\.workers must be >= 1, got 0"),
+        ("deployment.superlink_timeout=-1", r"deployment\.superlink_timeout must be > 0"),
+        ("deployment.poll_interval=0", r"deployment\.poll_interval must be > 0"),
+        ("+deployment.pol_interval=0.1", r"deployment\.pol_interval"),
+        ("simulation.client_cpus=abc", r"simulation\.client_cpus must be an integer, got 'abc'"),
+        ("simulation.client_gpus=-1", r"simulation\.client_gpus must be >= 0"),
         ("split.num_parties=0", r"split\.num_parties must be >= 1, got 0"),
         ("split=sizes split.sizes=[a,b]", r"split\.sizes"),
     ],
@@ -122,4 +130,12 @@ def test_the_run_settings_are_built_once_and_shared():
     settings = check_config(cfg)
     assert settings == RunSettings.from_cfg(cfg) and settings.training.patience is None
     assert settings.federation.timeout == 30.0
+    assert (settings.seed, settings.alignment.min_samples, settings.simulation.client_cpus) == (
+        0,
+        10,
+        None,
+    )
+    assert check_config(compose_config("deployment.superlink_timeout=null")).deployment == (
+        DeploymentSettings(poll_interval=0.05, superlink_timeout=None)
+    )
     assert make_strategy(cfg, settings).training is settings.training
