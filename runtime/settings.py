@@ -258,6 +258,8 @@ class SimulationSettings(Section):
 class TopLevelSettings(Section):
     """The config's top-level values that every run reads."""
 
+    section = ""  # the config's top level
+
     seed: int  # seeds the splits, the models and the parties' noise
 
     def __post_init__(self) -> None:
@@ -266,7 +268,8 @@ class TopLevelSettings(Section):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """The run-wide sections, typed once per run and shared by its experiment and strategy."""
+    """The run-wide sections and ``seed``, typed once per run and shared by its experiment,
+    strategy, alignment, federation and engine."""
 
     training: TrainingSettings
     samples: SampleSettings
