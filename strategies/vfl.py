@@ -68,6 +68,8 @@ class VFL(StallRecovery, Strategy):
         super().__init__(cfg, run_settings)
         self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
         self.epoch_steps = 1  # optimiser steps per epoch (set by the epoch loop)
+        # validation accuracy at most this: no better than the majority class (learned_level)
+        self.majority_level: float | None = None
         if self.secure.enabled and self.training.local_steps != 1:
             raise ConfigError(
                 f"the secure layer (secure={self.secure.mode}) needs training.local_steps=1, "
@@ -245,6 +247,7 @@ class VFL(StallRecovery, Strategy):
         """
         size = self.training.batch_size
         self.epoch_steps = max(1, math.ceil(len(experiment.splits.train) / size))
+        self.majority_level = learned_level(experiment)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
         losses: list[float] = []
         start = first
@@ -368,11 +371,17 @@ class VFL(StallRecovery, Strategy):
         """``patience`` epochs, and at least ``training.patience_steps`` optimiser steps,
         passed without a better validation score. On a few hundred rows an epoch is one or two
         steps: two epochs cannot tell a model that stopped learning from one not yet started.
+        While the best score is no better than the majority class's (``majority_level``), a
+        lower validation loss counts as progress too: on imbalanced classes a model predicts
+        the majority class for epochs while its loss falls, then leaves it.
 
         With ``learned_above`` (:func:`learned_level`) the steps floor holds only while the best
         validation score is at most that, i.e. until the model has learned something: for a
         stage that should end soon after (the path's warm-up, LESS-VFL's pre-training)."""
-        waited = epoch - result.best["epoch"]
+        last = result.best["epoch"]
+        if self.majority_level is not None and result.best["val_metric"] <= self.majority_level:
+            last = max(last, lowest_val_loss(result) or 0)
+        waited = epoch - last
         if learned_above is not None and result.best["val_metric"] > learned_above:
             return waited >= patience
         steps = self.training.patience_steps

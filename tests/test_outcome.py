@@ -11,9 +11,14 @@ from vflfs.strategies.vfl import VFL
 from helpers import tiny_config
 
 
-def history(best: int, last: int) -> RunResult:
-    """Epochs 0 .. last, the best validation score at ``best``."""
-    rows = [{"epoch": e, "val_metric": 0.9 if e == best else 0.5} for e in range(last + 1)]
+def history(best: int, last: int, lowest_loss: int | None = None) -> RunResult:
+    """Epochs 0 .. last, the best validation score at ``best``, the validation loss falling
+    until ``lowest_loss`` (default: ``best``) and rising after it."""
+    low = best if lowest_loss is None else lowest_loss
+    rows = [
+        {"epoch": e, "val_metric": 0.9 if e == best else 0.5, "val_loss": 1.0 + abs(e - low)}
+        for e in range(last + 1)
+    ]
     return RunResult("vfl", "accuracy", history=rows)
 
 
@@ -32,6 +37,19 @@ def test_patience_waits_for_enough_optimiser_steps(epoch_steps, waited, over):
 def test_patience_steps_zero_counts_epochs_only():
     strategy = VFL(tiny_config("training.patience_steps=0"))
     assert strategy.patience_over(12, history(10, 12), 2)
+
+
+def test_patience_waits_while_the_validation_loss_still_falls():
+    """On imbalanced classes the accuracy stays at the majority rate for epochs while the
+    loss falls: until the model beats the majority class, patience counts from the later of
+    the best score and the lowest loss."""
+    strategy = VFL(tiny_config("training.patience_steps=0"))
+    strategy.majority_level = 0.9  # the best score (0.9) is the majority class's
+    assert not strategy.patience_over(13, history(10, 13, lowest_loss=12), 2)
+    assert strategy.patience_over(14, history(10, 14, lowest_loss=12), 2)
+    assert strategy.patience_over(12, history(10, 12, lowest_loss=3), 2)
+    strategy.majority_level = 0.8  # a model that has learned: its score alone counts
+    assert strategy.patience_over(13, history(10, 13, lowest_loss=12), 2)
 
 
 def test_a_model_one_test_row_above_the_majority_class_learned_nothing():
