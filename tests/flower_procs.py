@@ -264,6 +264,24 @@ class FlowerStack(FlwrCli):
         self.wait_supernodes(count, timeout)
         return nodes
 
+    def restart_supernodes(self, grace: float = 10.0, timeout: float = 60.0) -> list[Service]:
+        """Stop every SuperNode and start it again with its command (its key, already
+        registered, and its node config) on a new port; wait until all are online. What
+        docs/deployment.md asks of the parties between ``flwr stop`` and a resumed run."""
+        old, self.supernodes = self.supernodes, []
+        for node in old:
+            if stop_group(node.proc, grace):
+                self.force_killed.append(f"{node.proc.pid} {' '.join(node.cmd)}")
+        for node in old:
+            port = free_port()
+            cmd = list(node.cmd)
+            cmd[cmd.index("--port") + 1] = str(port)
+            self.supernodes.append(self._spawn(node.name, cmd, port))
+        for node in self.supernodes:
+            self._wait_health(node, timeout)
+        self.wait_supernodes(len(old), timeout)
+        return self.supernodes
+
     # -- teardown
     def stop(self, grace: float = 10.0) -> list[str]:
         """Stop SuperNodes, then the SuperLink, then anything left that carries the tag.

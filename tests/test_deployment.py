@@ -49,7 +49,8 @@ def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
     """Every party proving its identity key, a run on the party files is stopped (``flwr
     stop``) after its first checkpoint and resumed by a new ``flwr run``: the parties'
     SuperNodes name their state folders (node config state-dir), and the run ends as the
-    in-process run of the original dataset that was never stopped."""
+    in-process run of the original dataset that was never stopped. Between the two runs the
+    parties restart their SuperNodes, as docs/deployment.md asks."""
     extra = f"training.epochs=3 {party_keys_override(deployment)}"  # a round-trip per epoch
     out = tmp_path / "out"
     config = run_config(party_files, out, extra)
@@ -64,6 +65,9 @@ def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
     assert status["status"] == "finished:stopped", status
     time.sleep(5)  # the stopped ServerApp's process ends
     assert not (out / RESULTS).exists()
+    # docs/deployment.md: the parties restart their SuperNodes before a resume (a SuperNode
+    # kept from the stopped run can leave the new run's first message unanswered)
+    deployment.restart_supernodes()
 
     config = run_config(party_files, out, f"{extra} resume=true")
     resumed = deployment.run_app(".", run_config=config, cwd=REPO)
