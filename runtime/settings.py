@@ -68,6 +68,11 @@ def typed(cls: type[T], section: Any, where: str, *, strict: bool = True) -> T:
             ) from None
         what = str(getattr(error, "msg", error)).splitlines()[0]
         name = dotted(where, key)
+        if str(types.get(key, "")).startswith("list[") and key in values:
+            raise ConfigError(
+                f"{name} must be a list, got {values[key]!r}; fix: '{name}=[first,second]' "
+                f"(quoted for the shell), or {name}=null"
+            ) from None
         raise ConfigError(f"{name}: {what}; fix: {name}=<value>") from None
 
 
@@ -192,8 +197,9 @@ class FederationSettings(Section):
     connect_timeout: float  # seconds to wait for every party's node at start
     outage_timeout: float  # seconds a party may be unreachable (0: a lost request ends the run)
     poll_interval: float
-    # One public key per partition, or None; :mod:`vflfs.server_app.identity` reads them
-    party_keys: Any
+    # One public key per partition (a .pub file's path or its PEM text), or None;
+    # :mod:`vflfs.server_app.identity` loads and checks them
+    party_keys: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.above("timeout", "connect_timeout")

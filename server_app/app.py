@@ -35,10 +35,9 @@ from vflfs.datasets.paths import resolve_data_dir
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
-from vflfs.runtime.settings import DeploymentSettings
 
 from .interrupted import RunInterrupted, watch_exit, watch_superlink
-from .run import run_experiment
+from .run import check_run, run_experiment
 
 log = logging.getLogger("vflfs")
 
@@ -54,17 +53,17 @@ def main(grid: Grid, context: Context) -> None:
         cfg = load_config(context.run_config)
         out_dir = resolve_output_dir(named, cfg.get("output_dir"))
         check_server_paths(cfg)
-        deployment = DeploymentSettings.from_cfg(cfg)  # the watch starts before the run's checks
         if not cfg.get("rerun", False):
             holds_same_run(out_dir, cfg)  # refuses a completed run of another configuration
     except Exception as error:
         if out_dir is not None and not isinstance(error, OutputFolderError):
             write_error(out_dir, error)
         raise
+    settings = check_run(cfg, out_dir)  # typed once: the watch and the run share them
     watched = watch_exit(out_dir)
-    watch_superlink(grid, deployment, watched)
+    watch_superlink(grid, settings.deployment, watched)
     try:
-        run_experiment(grid, cfg, out_dir)
+        run_experiment(grid, cfg, out_dir, settings=settings)
     except (SystemExit, KeyboardInterrupt):
         if watched.ended:  # run_experiment recorded the exit itself; keep the reason instead
             write_error(out_dir, RunInterrupted(watched.reason))

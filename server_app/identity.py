@@ -43,19 +43,18 @@ class IdentityError(PartyError):
         self.operation = str(IDENTIFY)
 
 
-def party_keys(cfg: DictConfig, num_parties: int) -> list[Ed25519PublicKey] | None:
-    """``federation.party_keys`` read and checked: one distinct key per partition, or None."""
-    value = OmegaConf.select(cfg, KEYS, default=None)
-    if value is None or value == "" or value == []:
+def party_keys(values: Sequence[str] | None, num_parties: int) -> list[Ed25519PublicKey] | None:
+    """``federation.party_keys`` (as typed, :class:`~vflfs.runtime.settings.FederationSettings`)
+    loaded and checked: one distinct key per partition, or None."""
+    if not values:
         return None
-    values = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-    if not isinstance(values, list) or len(values) != num_parties:
+    if len(values) != num_parties:
         raise KeyFileError(
             f"{KEYS} must list one public key per partition ({num_parties}), got "
-            f"{len(values) if isinstance(values, list) else repr(values)}; fix: "
-            f"{KEYS}=[/abs/party_0.pub,/abs/party_1.pub,...] in partition order"
+            f"{len(values)}; fix: {KEYS}=[/abs/party_0.pub,/abs/party_1.pub,...] in "
+            "partition order"
         )
-    keys = [load_public_key(str(v), f"{KEYS}[{m}]") for m, v in enumerate(values)]
+    keys = [load_public_key(v, f"{KEYS}[{m}]") for m, v in enumerate(values)]
     seen: dict[bytes, int] = {}
     for m, key in enumerate(keys):
         first = seen.setdefault(public_pem(key), m)
@@ -67,9 +66,15 @@ def party_keys(cfg: DictConfig, num_parties: int) -> list[Ed25519PublicKey] | No
     return keys
 
 
-def verify_parties(federation: Federation, cfg: DictConfig, deployment: bool = False) -> None:
-    """Refuse the run unless every party proves its partition (when keys are configured)."""
-    keys = party_keys(cfg, federation.num_parties)
+def verify_parties(
+    federation: Federation,
+    cfg: DictConfig,
+    listed: Sequence[str] | None,
+    deployment: bool = False,
+) -> None:
+    """Refuse the run unless every party proves its partition (when ``listed``, the typed
+    ``federation.party_keys``, names their keys)."""
+    keys = party_keys(listed, federation.num_parties)
     if keys is None:
         if deployment:
             log.warning(

@@ -92,7 +92,8 @@ def run_experiment(
         )
         with federation.traffic.in_phase("setup"):
             federation.connect()
-            verify_parties(federation, cfg, deployment=is_deployment(grid))
+            keys = experiment.settings.federation.party_keys
+            verify_parties(federation, cfg, keys, deployment=is_deployment(grid))
         if experiment.needs_alignment:
             with federation.traffic.in_phase("align"):
                 experiment = align_samples(federation, experiment)

@@ -18,6 +18,7 @@ from vflfs.federation.identity import KeyFileError
 from vflfs.protocol import ALIGN, IDENTIFY, INFO, IdentifyReply, IdentifyRequest
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.keygen import main as keygen_main
+from vflfs.runtime.settings import FederationSettings
 from vflfs.server_app.identity import IdentityError, _check_signature, party_keys
 from vflfs.server_app.run import run_experiment
 
@@ -85,7 +86,8 @@ def test_a_signature_holds_for_its_own_run_and_nonce_only(parties, tmp_path):
 
     both = [keys["party_0"], keys["party_1"]]
     run_with_keys(manifest, tmp_path / "out", both, both, observer=observer)
-    listed = party_keys(compose_config(f"'federation.party_keys=[{both[0]}.pub,{both[1]}.pub]'"), 2)
+    cfg = compose_config(f"'federation.party_keys=[{both[0]}.pub,{both[1]}.pub]'")
+    listed = party_keys(FederationSettings.from_cfg(cfg).party_keys, 2)
     sent = IdentifyRequest.from_payload(wire[DOWN, 1])
     reply = IdentifyReply.from_payload(wire[UP, 1])
     _check_signature(1, reply, listed, RUN_ID, sent.nonce)  # the run's own: accepted

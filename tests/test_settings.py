@@ -117,6 +117,8 @@ def test_a_misspelt_or_mistyped_training_key_is_named(overrides, named):
         ("simulation.client_gpus=-1", r"simulation\.client_gpus must be >= 0"),
         ("split.num_parties=0", r"split\.num_parties must be >= 1, got 0"),
         ("split=sizes split.sizes=[a,b]", r"split\.sizes"),
+        ("split=sizes split.sizes=3", r"split\.sizes must be a list, got 3; fix: 'split\.sizes=\["),
+        ("federation.party_keys=/k.pub", r"federation\.party_keys must be a list, got '/k\.pub'"),
     ],
 )
 def test_a_value_out_of_its_range_is_refused_by_its_section(overrides, named):
