@@ -46,6 +46,19 @@ class PartyError(RuntimeError):
         self.operation = operation
 
 
+class Unanswered(PartyError):
+    """Parties that sent no reply within ``federation.timeout``."""
+
+    def __init__(self, slots: list[int], operation: Operation | str, timeout: float) -> None:
+        missing = ", ".join(f"party {p}" for p in slots)
+        super().__init__(
+            slots[0],
+            operation,
+            f"no reply within {timeout:.0f} s from {missing} (is its SuperNode running?)",
+        )
+        self.slots = slots
+
+
 class Federation:
     """Parties reached through a Flower ``Grid``, indexed 0..M-1 by their partition id."""
 
@@ -95,7 +108,19 @@ class Federation:
                 "set split.num_parties to the number of SuperNodes.",
             )
         requests = dict.fromkeys(range(len(nodes)), INFO.request())
-        replies = self._exchange(INFO, dict(enumerate(nodes)), requests)
+        try:
+            replies = self._exchange(INFO, dict(enumerate(nodes)), requests)
+        except Unanswered as error:  # slots, not partitions, before the replies: name nodes
+            silent = ", ".join(f"node {nodes[slot]}" for slot in error.slots)
+            raise PartyError(
+                None,
+                "connect",
+                f"{silent} connected but did not answer {INFO.name!r} within "
+                f"{self.timeout:g} s (federation.timeout). A SuperNode can hold on to a "
+                "ClientApp of a run stopped with `flwr stop` (Flower 1.42); fix: restart that "
+                "SuperNode and run again (with resume=true to continue from the checkpoint; "
+                "docs/deployment.md, 'Resuming a stopped run')",
+            ) from None
         by_partition: dict[int, tuple[int, InfoReply]] = {}
         for slot, info in replies.items():
             pid = int(info.partition_id)
@@ -169,13 +194,7 @@ class Federation:
                 outages.ended(party)
             if waiting:
                 if time.monotonic() > deadline:
-                    missing = ", ".join(f"party {p}" for p in sorted(waiting.values()))
-                    raise PartyError(
-                        min(waiting.values()),
-                        operation,
-                        f"no reply within {self.timeout:.0f} s from {missing} "
-                        "(is its SuperNode running?)",
-                    )
+                    raise Unanswered(sorted(waiting.values()), operation, self.timeout)
                 time.sleep(self.poll_interval)
         return {party: replies[party] for party in sorted(replies)}  # party order, not arrival
 

@@ -207,3 +207,35 @@ def test_a_party_gone_too_long_or_back_without_its_state_ends_the_run_which_resu
     resumed = run_job(tiny_config(f"{RUN} {extra} resume=true"), tmp_path)
     assert resumed["step_losses"] == undisturbed["step_losses"]
     assert resumed["test_metric"] == undisturbed["test_metric"]
+
+
+class SilentGrid(LocalGrid):
+    """The in-process grid, except that partition 1's node never answers its first message
+    (``query.info``): a ClientApp that waits for ever, as a SuperNode can start for a message
+    of a run stopped with ``flwr stop``."""
+
+    def __init__(self, num_nodes: int, **kw) -> None:
+        super().__init__(client_app, num_nodes, **kw)
+        self.victim = next(n for n, (pid, _) in self.contexts.items() if pid == 1)
+
+    def push_messages(self, messages):
+        ids = []
+        for message in messages:
+            (mid,) = super().push_messages([message])
+            if message.metadata.dst_node_id == self.victim:
+                del self._replies[mid]  # its reply never comes
+            ids.append(mid)
+        return ids
+
+
+def test_a_node_that_never_answers_its_first_message_is_named_with_the_fix(tmp_path):
+    """Before the parties' replies say which partition a node holds, the silent one is named
+    by its node id (not by a party index it has not reported), with what to do."""
+    grid = SilentGrid(2)
+    with pytest.raises(PartyError) as caught:
+        run(grid, tmp_path, "federation.timeout=0.5")
+    message = str(caught.value)
+    assert f"node {grid.victim} connected but did not answer 'query.info'" in message
+    assert "party" not in message.split("connect")[1].split("(")[0]
+    assert caught.value.party is None and "restart that SuperNode" in message
+    assert "restart that SuperNode" in (tmp_path / ERROR).read_text()
