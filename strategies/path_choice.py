@@ -35,6 +35,7 @@ class PathSettings:
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     refit_probes: int = 3  # then refit this many selections of the ranking between them
+    denser_probes: int = 0  # then refit up to this many of twice the winner's top features
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
@@ -70,6 +71,7 @@ class PathPoint:
     components: list[list[int]]  # per party: embedding components the server reads
     mb: float
     top_k: int | None = None  # not a trained point: the path ranking's top features
+    denser: bool = False  # a probe of twice the winner's features (:func:`denser_probe`)
     kept: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -248,6 +250,24 @@ def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     if not lost and far:
         return _between(max(far), a, tried)
     return None
+
+
+def denser_probe(kept: list[int], win: int) -> int | None:
+    """Twice the winner's features, when no model compared so far keeps about that many
+    (1.5 to 2.5 times the winner's) and it is fewer than the dense model's; else None.
+
+    The path scores a point while its penalty still shrinks the model, so the points denser
+    than the winner can score below what their features' refit would reach, and
+    :func:`next_probe` only fills the gaps up to the next denser path point. On real MADELON
+    a refit of the ranking's top 15 features (14 relevant) scores 85.5% against 77-82% for
+    the top 5-7 that such a path's winner keeps: the choice can see it only if it is refit.
+    """
+    a = kept[win]
+    if win == 0 or a <= 0 or 2 * a >= kept[0]:
+        return None
+    if any(1.5 * a <= k <= 2.5 * a for k in kept):
+        return None
+    return 2 * a
 
 
 def _between(low: int, high: int, tried: set[int]) -> int | None:

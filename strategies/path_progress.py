@@ -11,7 +11,7 @@ import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import PathPoint, PathSettings, choose_refit, next_probe
+from .path_choice import PathPoint, PathSettings, choose_refit, denser_probe, next_probe
 from .result import RunResult
 from .vfl import party_importance
 
@@ -120,11 +120,16 @@ class PathProgress:
         ``path.refit_probes`` and the feature budget; False when there is none."""
         refits = self.refits
         assert refits is not None
-        if sum(p.top_k is not None for p in refits.pool) >= settings.refit_probes:
-            return False
+        probes = [p for p in refits.pool if p.top_k is not None]
+        denser = sum(getattr(p, "denser", False) for p in probes)
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         path_kept = [p.kept for p in self.points]
-        k = next_probe([p.kept for p, _ in refits.scores], win, path_kept)
+        kept = [p.kept for p, _ in refits.scores]
+        k, up = None, False
+        if len(probes) - denser < settings.refit_probes:
+            k = next_probe(kept, win, path_kept)
+        if k is None and denser < settings.denser_probes:
+            k, up = denser_probe(kept, win), True
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
@@ -136,7 +141,7 @@ class PathProgress:
         ]
         probe = PathPoint(
             near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
-            selected, components, near.mb, top_k=k,
+            selected, components, near.mb, top_k=k, denser=up,
         )  # fmt: skip
         refits.pool.append(probe)
         refits.keeps.append(selected)

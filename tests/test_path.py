@@ -7,7 +7,7 @@ import pytest
 
 from vflfs.strategies import STRATEGIES, VFL
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.path_choice import candidates, choose_refit, next_probe
+from vflfs.strategies.path_choice import candidates, choose_refit, denser_probe, next_probe
 from vflfs.strategies.path_progress import Ranking
 from vflfs.strategies.stall import stalled
 
@@ -123,6 +123,16 @@ def test_probes_go_below_a_winner_whose_next_path_point_kept_nothing():
     # a sparser nonempty point: as before the rule (no probe below it)
     assert next_probe([500, 120, 59], 2, [500, 120, 59, 5, 0]) == 17
     assert next_probe([500, 120, 59], 2, [500, 120, 59, 5]) == 17
+
+
+def test_a_denser_probe_doubles_a_winner_with_no_refit_model_up_to_twice_its_size():
+    assert denser_probe([500, 6, 5, 3], 2) == 10  # 5 won; 6 is not about twice it
+    assert denser_probe([500, 12, 5, 3], 2) is None  # 12 is about twice the winner's 5
+    assert denser_probe([500, 5, 3], 1) == 10
+    assert denser_probe([500, 5, 3, 10], 3) == 20  # 10 won: double again
+    assert denser_probe([500, 5, 3, 10], 1) is None  # 10 lost to 5: done
+    assert denser_probe([500, 5], 0) is None  # the dense model won
+    assert denser_probe([30, 16], 1) is None  # twice 16 is the dense model's size or more
 
 
 def test_the_ranking_orders_by_last_point_kept_then_importance():
