@@ -116,12 +116,13 @@ class PathProgress:
     ranking: Ranking = field(default_factory=Ranking)  # the order the path drops features
 
     def add_probe(self, settings: PathSettings) -> bool:
-        """Add the next top-k set of the ranking to refit (:func:`next_probe`), within
-        ``path.refit_probes`` and the feature budget; False when there is none."""
+        """Add the next top-k set of the ranking to refit (:func:`next_probe`, within
+        ``path.refit_probes``; once those are done :func:`denser_probe`, within
+        ``path.denser_probes``) and the feature budget; False when there is none."""
         refits = self.refits
         assert refits is not None
         probes = [p for p in refits.pool if p.top_k is not None]
-        denser = sum(getattr(p, "denser", False) for p in probes)
+        denser = sum(p.denser for p in probes)
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         path_kept = [p.kept for p in self.points]
         kept = [p.kept for p, _ in refits.scores]

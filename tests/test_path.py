@@ -305,3 +305,17 @@ def test_every_input_gate_weighs_the_same_whatever_the_split():
     assert input_share(experiment, 0, {"reduce": "sum"}) == 1.0
     even = SimpleNamespace(columns=[np.arange(50)] * 4)
     assert input_share(even, 2, {"reduce": "mean"}) == 1.0
+
+
+def test_a_denser_probe_refits_twice_the_winning_candidates_features(tmp_path):
+    """On the tiny set the one candidate keeps 15 of 40 features: the probe refits the top
+    30 of the ranking."""
+    cfg = tiny_config(
+        f"strategy=stg {QUICK} strategy.path.refit_candidates=1 strategy.path.refit_probes=0 "
+        "strategy.path.denser_probes=1"
+    )
+    refits = run_local(cfg, tmp_path)["extra"]["path_choice"]["refits"]
+    probes = [r for r in refits if r["top_k"]]
+    assert len(probes) == 1  # the one allowed, after the candidate
+    assert probes[0]["top_k"] // 2 in [r["kept"] for r in refits if not r["top_k"]]
+    assert probes[0]["top_k"] % 2 == 0 and probes[0]["kept"] == probes[0]["top_k"]
