@@ -259,8 +259,9 @@ def denser_probe(kept: list[int], win: int) -> int | None:
     The path scores a point while its penalty still shrinks the model, so the points denser
     than the winner can score below what their features' refit would reach, and
     :func:`next_probe` only fills the gaps up to the next denser path point. On real MADELON
-    a refit of the ranking's top 15 features (14 relevant) scores 85.5% against 77-82% for
-    the top 5-7 that such a path's winner keeps: the choice can see it only if it is refit.
+    the default model reaches 85.5% on the top 15 columns of a Gini ranking (14 relevant)
+    against 77-82% on the top 7-10, while a ``fedsdg_fs`` path's winner keeps 4-7: the choice
+    can weigh the denser set only once it is refit (docs/selection.md).
     """
     a = kept[win]
     if win == 0 or a <= 0 or 2 * a >= kept[0]:
