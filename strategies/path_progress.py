@@ -123,6 +123,8 @@ class PathProgress:
         assert refits is not None
         probes = [p for p in refits.pool if p.top_k is not None]
         denser = sum(p.denser for p in probes)
+        if len(probes) - denser >= settings.refit_probes and denser >= settings.denser_probes:
+            return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         path_kept = [p.kept for p in self.points]
         kept = [p.kept for p, _ in refits.scores]
