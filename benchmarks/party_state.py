@@ -4,8 +4,8 @@ One party (the real ClientApp, called as Flower calls it: ``app(message, context
 up with a ``query.setup`` message, then serves ``--steps`` ``train.step`` messages, each with
 the gradient of its pending batch and the plan of its next batch, as the server sends them
 with K = 1. Between two messages the party's ``Context`` goes through protobuf and back, as
-the local engine and deployment do; the party cache of the process is kept (one run in one
-process: the engine=local and simulation case).
+deployment sends it (the local engine and simulation pickle it); the party cache of the
+process is kept (one run in one process: the engine=local and simulation case).
 
 Each message's handler time is measured (CPU seconds of the process, so that other jobs on the
 machine do not count), and within it the time of the state part: restoring
@@ -116,7 +116,7 @@ def _loaded(session) -> bool:
 
 
 def message(operation, request, group: int) -> Message:
-    """The message as the party receives it (through protobuf, as LocalGrid sends it)."""
+    """The message as the party receives it (through protobuf, as on the wire)."""
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = RUN_ID, 0, 1
     msg = Message(
         encode(request.to_payload()),

@@ -199,12 +199,18 @@ class Party:
     @contextmanager
     def _noise(self, seed: int) -> Iterator[None]:
         """Gate noise drawn from ``seed``, so a forward pass can be recomputed exactly."""
-        if self.model.input_gate is None and self.model.embedding_gate is None:
+        gates = [g for g in (self.model.input_gate, self.model.embedding_gate) if g is not None]
+        if not gates:
             yield
             return
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(seed)
+        noise = torch.Generator(device=self.device).manual_seed(seed)
+        for gate in gates:
+            gate.noise = noise
+        try:
             yield
+        finally:
+            for gate in gates:
+                gate.noise = None
 
     def batch_seeds(self, n: int) -> list[int]:
         """Seeds of the gate noise of the next ``n`` batches."""

@@ -32,11 +32,15 @@ class GaussianGate(nn.Module):
         if reduce not in ("mean", "sum"):
             raise ValueError(f"gate reduce must be 'mean' or 'sum', got {reduce!r}")
         self.reduce = reduce
+        self.noise: torch.Generator | None = None  # the training noise's source (None: torch's)
 
     def gates(self) -> torch.Tensor:
         """The gate values for this forward pass (noisy while training)."""
         if self.training:
-            return torch.clamp(self.mu + self.sigma * torch.randn_like(self.mu), 0.0, 1.0)
+            noise = torch.randn(
+                self.mu.shape, generator=self.noise, dtype=self.mu.dtype, device=self.mu.device
+            )
+            return torch.clamp(self.mu + self.sigma * noise, 0.0, 1.0)
         return torch.clamp(self.mu, 0.0, 1.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -84,6 +84,23 @@ def test_gradient_of_open_components_equals_the_full_gradient():
         torch.testing.assert_close(a, b)
 
 
+def test_a_seeded_pass_draws_its_gate_noise_from_its_own_generator():
+    """The same numbers as seeding torch (input gates first, then embedding gates), and
+    torch's global generator neither read nor reseeded."""
+    party = gated_party()
+    rows = np.arange(16)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    emb, _ = party.forward(rows, seed=11)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        expected = party.model(party._rows(rows))
+    mask = party._open()
+    np.testing.assert_array_equal(emb, expected.numpy()[:, mask])
+    assert party.model.input_gate.noise is None and party.model.embedding_gate.noise is None
+
+
 def test_stg_selects_few_features_and_fedsdg_sends_less_at_prediction(tmp_path):
     """At a fixed lambda (no path): gates close during training."""
     common = "training.epochs=15 training.patience=null"
