@@ -1,0 +1,126 @@
+"""What a default selecting run costs against a 40-epoch dense run, measured in the same run.
+
+Each repeat runs, one after the other in fresh processes (``python -m vflfs.runtime.cli``,
+``engine=local``, interpreter start and imports included, as a user runs them): the
+all-features model for 40 epochs without early stopping (``strategy=vfl training.epochs=40
+training.patience=null``), then every strategy asked for with its defaults. A strategy's
+ratio is its wall time over the dense run's of the same repeat, so a load that changes
+between repeats changes both; the table gives each one's median over the repeats, with the
+CPU seconds of the process and its children (steadier on a shared machine) beside them.
+
+    python -m benchmarks.path_cost --repeats 3 --out outputs/path_cost
+    python -m benchmarks.path_cost --dataset synthetic_madelon --strategies stg --repeats 1
+
+The runs land in ``<out>/runs/<repeat>/<name>/`` (each with its usual files); the table in
+``<out>/path_cost.json`` and ``path_cost.md``. Datasets that read files need
+``VFLFS_DATA_DIR`` (docs/datasets.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DENSE = ("vfl_40_epochs", ["strategy=vfl", "training.epochs=40", "training.patience=null"])
+
+
+def child_cpu() -> float:
+    """CPU seconds of the finished child processes so far, user + system."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(name: str, overrides: list[str], folder: Path) -> dict:
+    """One run in a fresh process: its wall and CPU seconds and what it reported."""
+    cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
+    cmd += [*overrides, f"output_dir={folder}"]
+    cpu, start = child_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - start, child_cpu() - cpu
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise SystemExit(f"{name} failed (exit {done.returncode}): {' | '.join(tail)}")
+    r = json.loads((folder / "results.json").read_text())
+    return {
+        "name": name,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "epochs": r.get("epochs_run"),
+        "test_metric": round(float(r["test_metric"]), 4),
+        "kept": r.get("selection", {}).get("selected_features"),
+    }
+
+
+def summarise(repeats: list[list[dict]]) -> list[dict]:
+    """Per name: the medians over repeats, and the wall ratio to the repeat's dense run."""
+    rows = []
+    for i, first in enumerate(repeats[0]):
+        runs = [rep[i] for rep in repeats]
+        ratios = [rep[i]["wall_s"] / rep[0]["wall_s"] for rep in repeats]
+        rows.append(
+            {
+                "name": first["name"],
+                "wall_s": round(statistics.median(r["wall_s"] for r in runs), 1),
+                "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 1),
+                "x_dense": round(statistics.median(ratios), 2),
+                "x_dense_range": [round(min(ratios), 2), round(max(ratios), 2)],
+                "epochs": first["epochs"],
+                "test_metric": first["test_metric"],
+                "kept": first["kept"],
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict], header: str) -> str:
+    lines = [
+        header,
+        "",
+        "| run | wall s | CPU s | x the dense run (range) | epochs | test metric | kept |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        low, high = r["x_dense_range"]
+        lines.append(
+            f"| {r['name']} | {r['wall_s']} | {r['cpu_s']} | {r['x_dense']} ({low}-{high}) | "
+            f"{r['epochs']} | {r['test_metric']} | {r['kept']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="madelon")
+    parser.add_argument("--strategies", nargs="+", default=["stg", "fedsdg_fs", "group_lasso"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
+    parser.add_argument("--out", type=Path, default=Path("outputs/path_cost"))
+    args = parser.parse_args(argv)
+    common = [f"dataset={args.dataset}", *args.set]
+    jobs = [DENSE, *((s, [f"strategy={s}"]) for s in args.strategies)]
+    repeats = []
+    for k in range(args.repeats):
+        done = []
+        for name, overrides in jobs:
+            done.append(run(name, [*common, *overrides], args.out / "runs" / str(k) / name))
+            print(f"repeat {k}: {json.dumps(done[-1])}", flush=True)
+        repeats.append(done)
+    rows = summarise(repeats)
+    header = f"dataset={args.dataset} {' '.join(args.set)}; {args.repeats} repeats (medians)"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "path_cost.json").write_text(
+        json.dumps({"header": header, "rows": rows, "runs": repeats}, indent=2)
+    )
+    table = markdown(rows, header)
+    (args.out / "path_cost.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""benchmarks/path_cost.py: each run's ratio is to the dense run of its own repeat."""
+
+from __future__ import annotations
+
+from benchmarks.path_cost import DENSE, markdown, summarise
+
+
+def run(name: str, wall: float) -> dict:
+    return {"name": name, "wall_s": wall, "cpu_s": wall, "epochs": 1, "test_metric": 0.5, "kept": 3}
+
+
+def test_ratios_are_taken_within_a_repeat_then_the_median():
+    repeats = [
+        [run("dense", 10.0), run("stg", 30.0)],  # 3x
+        [run("dense", 20.0), run("stg", 40.0)],  # 2x under another load
+        [run("dense", 10.0), run("stg", 50.0)],  # 5x
+    ]
+    dense, stg = summarise(repeats)
+    assert dense["x_dense"] == 1.0
+    assert stg["x_dense"] == 3.0 and stg["x_dense_range"] == [2.0, 5.0]
+    assert stg["wall_s"] == 40.0  # the median wall time, not the ratio's run
+    assert "| stg | 40.0 | 40.0 | 3.0 (2.0-5.0) |" in markdown([dense, stg], "header")
+
+
+def test_the_dense_run_trains_forty_epochs_without_early_stopping():
+    name, overrides = DENSE
+    assert "training.epochs=40" in overrides and "training.patience=null" in overrides
