@@ -35,7 +35,7 @@ class PathSettings:
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     refit_probes: int = 3  # then refit this many selections of the ranking between them
-    denser_probes: int = 0  # then refit up to this many of twice the winner's top features
+    denser_probes: int = 2  # then refit up to this many of twice the winner's top features
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
@@ -83,7 +83,9 @@ class PathPoint:
         return f"top {self.top_k} of the ranking" if self.top_k else f"path point {self.point}"
 
     def row(self) -> dict:
+        """The point's row in ``results.json``'s ``path`` (trained points: no probe fields)."""
         out = asdict(self)
+        del out["top_k"], out["denser"]
         out["per_party"] = [
             len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
         ]

@@ -149,6 +149,7 @@ def test_the_ranking_orders_by_last_point_kept_then_importance():
 def test_a_party_without_components_selects_nothing():
     p = PathPoint(0, 0.0, 0, 0.5, 0.0, selected=[[0, 1], [2]], components=[[0], []], mb=0)
     assert p.kept == 2 and p.row()["per_party"] == [2, 0]
+    assert "top_k" not in p.row() and "denser" not in p.row()  # a trained point's row
 
 
 def test_settings_reject_unknown_keys_and_a_shrinking_path():
