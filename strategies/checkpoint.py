@@ -122,7 +122,7 @@ class Checkpoints:
             "loop": loop,
             # The strategy's attributes and the result (history, path, refits: thousands of
             # small objects) pickled together, apart from the tensors: torch.save's per-object
-            # hook made them 2/3 of a snapshot's time.
+            # hook made them most of a snapshot's time.
             "objects": pickle.dumps(
                 ({k: v for k, v in vars(strategy).items() if k not in NOT_SAVED}, result), PICKLE
             ),
