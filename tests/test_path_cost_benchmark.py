@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.path_cost import DENSE, markdown, summarise
+from benchmarks.path_cost import markdown, summarise
 
 
 def run(name: str, wall: float) -> dict:
@@ -21,7 +21,3 @@ def test_ratios_are_taken_within_a_repeat_then_the_median():
     assert stg["wall_s"] == 40.0  # the median wall time, not the ratio's run
     assert "| stg | 40.0 | 40.0 | 3.0 (2.0-5.0) |" in markdown([dense, stg], "header")
 
-
-def test_the_dense_run_trains_forty_epochs_without_early_stopping():
-    name, overrides = DENSE
-    assert "training.epochs=40" in overrides and "training.patience=null" in overrides
