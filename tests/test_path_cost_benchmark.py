@@ -20,4 +20,3 @@ def test_ratios_are_taken_within_a_repeat_then_the_median():
     assert stg["x_dense"] == 3.0 and stg["x_dense_range"] == [2.0, 5.0]
     assert stg["wall_s"] == 40.0  # the median wall time, not the ratio's run
     assert "| stg | 40.0 | 40.0 | 3.0 (2.0-5.0) |" in markdown([dense, stg], "header")
-
