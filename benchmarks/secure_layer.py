@@ -18,8 +18,9 @@ Measured in one run:
           re-randomisation, CRT obfuscators and decryption for the key owner, one process.
 
 Both must compute z = g W^T and dL/dg = delta W (to fixed-point precision). Times are CPU
-seconds of the process and its forked workers (steady on a shared machine; the JSON also has
-the wall seconds). Per epoch:
+seconds of the process and its forked workers (steady on a shared machine), and for the step
+also wall seconds (the decryptions run on threads, so on free cores the wall time is below
+the CPU time). Per epoch:
 ``ceil(N_train / B)`` steps of ``P x (2 + 5 + 7) + (1 + 3 + 6)`` (the server works for every
 party in turn, the parties work at the same time on their own machines), plus one forward of the
 evaluation rows (steps 1-4). Run from the repository root::
@@ -82,6 +83,7 @@ def manual_pools(ciphers, precompute: bool) -> list:
     """Pools without the background thread (filled by :class:`Clock`), or none at all."""
     out = []
     for cipher in ciphers:
+        cipher.pool.close()  # the constructor's pool would fill in the background meanwhile
         size = sl.POOL_SIZE if precompute else 0
         cipher.pool = paillier.ObfuscatorPool(cipher.obfuscator, size, background=False)
         out.append(cipher.pool)
@@ -201,12 +203,18 @@ def run_old(x: dict, bits: int, batch: int) -> dict:
     return {"steps": clock.seconds, "mb_up": up / 1e6, "mb_down": down / 1e6, **check(x, z, grad)}
 
 
-def per_epoch(steps: dict, eval_s: float, args) -> dict:
+def per_epoch(steps: dict, eval_s: float, args, wall: dict | None = None) -> dict:
     server = sum(steps[s] for s in SERVER)
     party = sum(steps[s] for s in PARTY)
     step = args.parties * server + party
     count = math.ceil(args.n_train / args.batch)
+    walls = {}
+    if wall:  # the same sum of the steps' least wall seconds (threads: below the CPU seconds)
+        walls["step_wall_s"] = args.parties * sum(wall[s] for s in SERVER) + sum(
+            wall[s] for s in PARTY
+        )
     return {
+        **walls,
         "step_s": step,
         "server_s": server,
         "party_s": party,
@@ -247,9 +255,11 @@ def show(name: str, result: dict) -> None:
     steps = "  ".join(f"{k}: {v:6.2f}" for k, v in sorted(result["steps"].items()))
     epoch = result["epoch"]
     idle = f" idle {result['idle_s']:.2f} s" if "idle_s" in result else ""
+    wall = f", {epoch['step_wall_s']:.2f} s wall" if "step_wall_s" in epoch else ""
     print(
-        f"{name:<30} {steps}  | step {epoch['step_s']:7.2f} s (server {epoch['server_s']:.2f} "
-        f"per party, party {epoch['party_s']:.2f})  epoch {epoch['epoch_s'] / 60:7.1f} min"
+        f"{name:<30} {steps}  | step {epoch['step_s']:7.2f} s{wall} "
+        f"(server {epoch['server_s']:.2f} per party, party {epoch['party_s']:.2f})  "
+        f"epoch {epoch['epoch_s'] / 60:7.1f} min"
         f" (eval {epoch['eval_s']:.1f} s)  |z err| {result['z_error']:.1e}"
         f"  |dg err| {result['grad_error']:.1e}{idle}"
     )
@@ -286,7 +296,9 @@ def main() -> None:
     ):
         results[name] = run_new(x, args, workers, randomness, precompute)
         eval_s = eval_forward(x_eval, args, workers, randomness) if args.eval else 0.0
-        results[name]["epoch"] = per_epoch(results[name]["steps"], eval_s, args)
+        results[name]["epoch"] = per_epoch(
+            results[name]["steps"], eval_s, args, results[name]["wall"]
+        )
     if args.old:
         results["old"] = old_path(args)
     steps = math.ceil(args.n_train / args.batch)

@@ -151,7 +151,10 @@ class PaillierCipher(PlainCipher):
     owner's by CRT, the others' by a full powmod). The obfuscators come from this process's
     :class:`~vflfs.ml.paillier.ObfuscatorPool` for the key, which makes them while the process
     waits (``precompute``; ``False``: made on the spot). ``workers`` forked processes share the
-    work once it is worth a fork (``min_parallel_s``); default: :func:`default_workers`."""
+    products and encryptions once it is worth a fork (``min_parallel_s``); default:
+    :func:`default_workers`. The decryptions run on threads instead (``workers`` of them;
+    default: every CPU), which need no fork: gmpy2 releases the interpreter lock in their
+    ``powmod``s (:meth:`~vflfs.ml.paillier.PrivateKey.decrypt_many`)."""
 
     kind = "paillier"
     min_parallel_s = 0.05
@@ -168,6 +171,7 @@ class PaillierCipher(PlainCipher):
             raise ValueError(f"secure.randomness must be djn or full, got {randomness!r}")
         self.public, self.private, self.randomness = public, private, randomness
         self.workers = resolve_workers(workers) if workers else default_workers()
+        self.threads = resolve_workers(workers)  # for the decryptions
         self.slots = paillier.slots_per_plaintext(public.bits, SLOT)
         self._scale = (public.bits / 2048) ** 2  # per-operation cost relative to 2048 bits
         self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
@@ -198,9 +202,10 @@ class PaillierCipher(PlainCipher):
         return _shaped(out, np.shape(ints))
 
     def decrypt(self, cts: np.ndarray) -> np.ndarray:
-        """Plaintexts in [0, n) (masked slots are non-negative)."""
+        """Plaintexts in [0, n) (masked slots are non-negative), on :attr:`threads` threads."""
         flat = list(np.ravel(cts))
-        out = self._map(_decrypt_task, len(flat), 2.4, cts=flat)
+        with self.pool.working():
+            out = [int(m) for m in self.private.decrypt_many(flat, self.threads)]
         return _shaped(out, np.shape(cts))
 
     def affine(self, cts: np.ndarray, coeffs: np.ndarray, ints: np.ndarray) -> np.ndarray:
@@ -241,9 +246,11 @@ _POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
 
 
 def default_workers() -> int:
-    """Processes for the layer's Paillier work when ``secure.workers`` is unset: one on up to
-    two CPUs (each call forks its workers, ~15-25 ms, and a step makes eight calls: measured,
-    two workers were slower than one on two cores), otherwise every CPU but one."""
+    """Processes for the layer's products and encryptions when ``secure.workers`` is unset:
+    one on up to two CPUs (each call forks its workers, ~15-25 ms, and a step makes six such
+    calls: measured, two workers were slower than one on two cores), otherwise every CPU but
+    one. (Threads do not help there: a product mod n^2 takes ~4 us, about what handing the
+    interpreter lock between threads costs; the decryptions' ``powmod``s run on threads.)"""
     cpus = resolve_workers(None)
     return 1 if cpus <= 2 else cpus - 1
 
@@ -276,11 +283,6 @@ def _encrypt_task(index: np.ndarray) -> list:
     cipher, values, obf = shared()["cipher"], shared()["values"], shared()["obf"]
     key = cipher.public
     return [key.plain(values[i]) * _fresh(cipher, obf, i) % key.n2 for i in index]
-
-
-def _decrypt_task(index: np.ndarray) -> list:
-    cipher, cts = shared()["cipher"], shared()["cts"]
-    return [int(cipher.private.decrypt(cts[i])) for i in index]
 
 
 def _affine_task(index: np.ndarray) -> list:

@@ -123,6 +123,22 @@ def test_keys_are_phe_keys(key):
     assert key.decrypt(key.public.raw_encrypt(5)) == 5
 
 
+def test_decrypt_many_on_threads_equals_phes_decryption(key):
+    """The batched CRT decryption gives phe's plaintexts on any number of threads, also in a
+    forked child (whose thread pool is its own)."""
+    import os
+
+    values = [random.randrange(int(key.public.n)) for _ in range(7)]
+    cts = [key.public.raw_encrypt(v) for v in values]
+    for threads in (1, 2, 3, 4, 16):
+        assert key.decrypt_many(cts, threads) == values
+    assert key.decrypt_many([], 2) == []
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit code
+        os._exit(0 if key.decrypt_many(cts, 2) == values else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
 def test_wire_codec_is_fixed_width_and_signed_when_asked(key):
     cts = [key.encrypt(v) for v in (1, 2, 3, 4)]
     wire = paillier.to_wire(cts, key.public.nbytes, (2, 2))

@@ -1,4 +1,4 @@
-"""The fork pool of the Paillier work (ml/parallel.py)."""
+"""The fork pool and the threads of the Paillier work (ml/parallel.py)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,20 @@ def test_fork_map_keeps_task_order_and_runs_serially_with_one_worker():
     tasks = list(range(-10, 10))
     assert fork_map(abs, tasks, workers=2) == [abs(t) for t in tasks]
     assert fork_map(abs, tasks, workers=1) == [abs(t) for t in tasks]
+
+
+def test_thread_map_shares_inputs_keeps_order_and_releases_gmpys_lock():
+    """Tasks see the inputs, results keep the task order, and each worker thread runs with
+    gmpy2's ``allow_release_gil`` (the caller's own context is left as it was)."""
+    import gmpy2
+
+    from vflfs.ml.parallel import shared, thread_map
+
+    def task(t: int) -> tuple[int, bool]:
+        return shared()["base"] + t, gmpy2.get_context().allow_release_gil
+
+    out = thread_map(task, list(range(20)), workers=2, base=100)
+    assert [v for v, _ in out] == list(range(100, 120))
+    assert all(released for _, released in out)
+    assert thread_map(task, [1, 2], workers=1, base=0) == [(1, False), (2, False)]
+    assert not gmpy2.get_context().allow_release_gil
