@@ -93,3 +93,36 @@ def test_training_bytes_stay_within_3_percent_of_the_float32_payload(tmp_path):
     training = summary["communication"]["phases"]["training"]
     payload = len(summary["step_losses"]) * 2 * 2 * 128 * 16 * 4  # up and down, per party
     assert payload < training["bytes_up"] + training["bytes_down"] <= 1.03 * payload
+
+
+def test_local_grid_hands_each_side_its_own_copy():
+    """A handler that changes the message it got changes nothing at the sender (the local
+    grid copies requests and replies as Flower's simulation engine does), and the reply
+    answers the request it was pushed for."""
+    from flwr.app import ConfigRecord, Message, RecordDict
+    from flwr.clientapp import ClientApp
+
+    from vflfs.federation import LocalGrid
+
+    app = ClientApp()
+
+    @app.query()
+    def answer(msg, context):
+        msg.content["config"]["seen"] = True
+        return Message(
+            RecordDict({"config": ConfigRecord({"got": msg.content["config"]["a"]})}), reply_to=msg
+        )
+
+    grid = LocalGrid(app, 2)
+    sent = [
+        Message(
+            RecordDict({"config": ConfigRecord({"a": i})}), dst_node_id=node, message_type="query"
+        )
+        for i, node in enumerate(grid.get_node_ids())
+    ]
+    replies = grid.pull_messages(grid.push_messages(sent))
+    assert [r.content["config"]["got"] for r in replies] == [0, 1]
+    assert [r.metadata.reply_to_message_id for r in replies] == [
+        m.metadata.message_id for m in sent
+    ]
+    assert all("seen" not in m.content["config"] for m in sent)
