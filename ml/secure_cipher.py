@@ -247,7 +247,7 @@ _POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
 
 def default_workers() -> int:
     """Processes for the layer's products and encryptions when ``secure.workers`` is unset:
-    one on up to two CPUs (each call forks its workers, ~15-25 ms, and a step makes six such
+    one on up to two CPUs (each call forks its workers, ~15-25 ms, and a step makes several such
     calls: measured, two workers were slower than one on two cores), otherwise every CPU but
     one. (Threads do not help there: a product mod n^2 takes ~4 us, about what handing the
     interpreter lock between threads costs; the decryptions' ``powmod``s run on threads.)"""
