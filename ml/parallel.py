@@ -25,7 +25,7 @@ import numpy as np
 
 _SHARED: dict[str, Any] = {}
 _LOCK = threading.Lock()  # one map at a time per process: _SHARED is process-wide
-_EXECUTOR: list[ThreadPoolExecutor] = []
+_EXECUTOR: dict[int, ThreadPoolExecutor] = {}  # this process's thread pool, by its size
 os.register_at_fork(after_in_child=_EXECUTOR.clear)  # a forked child has none of the threads
 
 
@@ -66,11 +66,13 @@ def thread_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **i
 
 def _threads(count: int) -> ThreadPoolExecutor:
     """This process's thread pool, made on first use and grown to ``count`` threads."""
-    if not _EXECUTOR or _EXECUTOR[0]._max_workers < count:
-        if _EXECUTOR:
-            _EXECUTOR[0].shutdown(wait=False)
-        _EXECUTOR[:] = [ThreadPoolExecutor(count, thread_name_prefix="vflfs-paillier")]
-    return _EXECUTOR[0]
+    size = max(_EXECUTOR, default=0)
+    if size < count:
+        if size:
+            _EXECUTOR.pop(size).shutdown(wait=False)
+        _EXECUTOR[count] = ThreadPoolExecutor(count, thread_name_prefix="vflfs-paillier")
+        size = count
+    return _EXECUTOR[size]
 
 
 def _released(fn: Callable[[Any], Any], task: Any) -> Any:
