@@ -6,7 +6,7 @@ fork and nothing pickled. It pays for long operations only: a CRT decryption's t
 ``powmod``s (~1.3 ms each at 2048 bits; 1.9-2.0x on 2 cores), not a product mod n^2 (~4 us,
 about what handing the lock between threads costs: no gain measured). :func:`fork_map` forks
 workers (15-25 ms per call in a process that holds torch) for the rest: products, the
-alignment's hashing. Both give the tasks the large inputs through :func:`shared`. Without
+alignment's hashing, whose tasks read the large inputs through :func:`shared`. Without
 ``fork`` (macOS, Windows) or with one worker, :func:`fork_map` runs the tasks in this process.
 """
 
@@ -24,13 +24,13 @@ import gmpy2
 import numpy as np
 
 _SHARED: dict[str, Any] = {}
-_LOCK = threading.Lock()  # one map at a time per process: _SHARED is process-wide
+_LOCK = threading.Lock()  # one fork_map at a time per process: _SHARED is process-wide
 _EXECUTOR: dict[int, ThreadPoolExecutor] = {}  # this process's thread pool, by its size
 os.register_at_fork(after_in_child=_EXECUTOR.clear)  # a forked child has none of the threads
 
 
 def shared() -> dict[str, Any]:
-    """The inputs installed by the running map (read them in the task function)."""
+    """The inputs installed by the running :func:`fork_map` (read them in the task function)."""
     return _SHARED
 
 
@@ -50,18 +50,13 @@ def chunks(count: int, workers: int, per_worker: int = 4) -> list[np.ndarray]:
     return [c for c in np.array_split(np.arange(count), max(parts, 1)) if c.size]
 
 
-def thread_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **inputs: Any) -> list:
-    """``[fn(t) for t in tasks]``, on ``workers`` threads that see ``inputs`` and release the
-    interpreter lock inside gmpy2's operations (``fn`` must not mutate shared state)."""
-    with _LOCK:
-        _SHARED.clear()
-        _SHARED.update(inputs)
-        try:
-            if workers <= 1 or len(tasks) <= 1:
-                return [fn(t) for t in tasks]
-            return list(_threads(min(workers, len(tasks))).map(partial(_released, fn), tasks))
-        finally:
-            _SHARED.clear()
+def thread_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int) -> list:
+    """``[fn(t) for t in tasks]``, on ``workers`` threads that release the interpreter lock
+    inside gmpy2's operations (``fn`` must not mutate shared state). It takes neither the
+    lock nor the inputs of :func:`fork_map`, so a forked worker's task may call it too."""
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(t) for t in tasks]
+    return list(_threads(min(workers, len(tasks))).map(partial(_released, fn), tasks))
 
 
 def _threads(count: int) -> ThreadPoolExecutor:

@@ -136,7 +136,14 @@ def test_decrypt_many_on_threads_equals_phes_decryption(key):
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports by its exit code
         os._exit(0 if key.decrypt_many(cts, 2) == values else 1)
-    assert os.waitpid(pid, 0)[1] == 0
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("decrypt_many never returned in a forked child")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
 
 
 def test_wire_codec_is_fixed_width_and_signed_when_asked(key):

@@ -43,18 +43,34 @@ def test_fork_map_keeps_task_order_and_runs_serially_with_one_worker():
     assert fork_map(abs, tasks, workers=1) == [abs(t) for t in tasks]
 
 
-def test_thread_map_shares_inputs_keeps_order_and_releases_gmpys_lock():
-    """Tasks see the inputs, results keep the task order, and each worker thread runs with
-    gmpy2's ``allow_release_gil`` (the caller's own context is left as it was)."""
+def test_thread_map_keeps_order_and_releases_gmpys_lock_in_its_threads():
+    """Results keep the task order, each worker thread runs with gmpy2's
+    ``allow_release_gil`` and the caller's own context is left as it was; inside a running
+    fork_map (whose lock it does not take) it still runs."""
+    import threading
+
     import gmpy2
 
-    from vflfs.ml.parallel import shared, thread_map
+    from vflfs.ml.parallel import fork_map, thread_map
 
     def task(t: int) -> tuple[int, bool]:
-        return shared()["base"] + t, gmpy2.get_context().allow_release_gil
+        return -t, gmpy2.get_context().allow_release_gil
 
-    out = thread_map(task, list(range(20)), workers=2, base=100)
-    assert [v for v, _ in out] == list(range(100, 120))
+    out = thread_map(task, list(range(20)), workers=2)
+    assert [v for v, _ in out] == [-t for t in range(20)]
     assert all(released for _, released in out)
-    assert thread_map(task, [1, 2], workers=1, base=0) == [(1, False), (2, False)]
+    assert thread_map(task, [1, 2], workers=1) == [(-1, False), (-2, False)]
     assert not gmpy2.get_context().allow_release_gil
+    nested: list = []  # on a daemon thread: a deadlock fails the test instead of hanging it
+    worker = threading.Thread(
+        target=lambda: nested.append(fork_map(_nested, [3, 4], workers=1)), daemon=True
+    )
+    worker.start()
+    worker.join(60)
+    assert nested == [[[-3, -4], [-4, -5]]], "thread_map inside fork_map never returned"
+
+
+def _nested(t: int) -> list[int]:
+    from vflfs.ml.parallel import thread_map
+
+    return thread_map(lambda x: -x, [t, t + 1], workers=2)
