@@ -208,13 +208,11 @@ def per_epoch(steps: dict, eval_s: float, args, wall: dict | None = None) -> dic
     party = sum(steps[s] for s in PARTY)
     step = args.parties * server + party
     count = math.ceil(args.n_train / args.batch)
-    walls = {}
+    out = {}
     if wall:  # the same sum of the steps' least wall seconds (threads: below the CPU seconds)
-        walls["step_wall_s"] = args.parties * sum(wall[s] for s in SERVER) + sum(
-            wall[s] for s in PARTY
-        )
+        out["step_wall_s"] = per_epoch(wall, 0.0, args)["step_s"]
     return {
-        **walls,
+        **out,
         "step_s": step,
         "server_s": server,
         "party_s": party,

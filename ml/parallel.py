@@ -3,7 +3,7 @@
 :func:`thread_map` runs tasks on this process's threads, each of which lets gmpy2 release the
 interpreter lock inside its operations (``allow_release_gil``), so they use every core with no
 fork and nothing pickled. It pays for long operations only: a CRT decryption's two
-``powmod``s (~1.3 ms each at 2048 bits; 1.9-2.0x on 2 cores), not a product mod n^2 (~4 us,
+``powmod``s (1.3-1.6 ms each at 2048 bits; 1.9-2.0x on 2 cores), not a product mod n^2 (~4 us,
 about what handing the lock between threads costs: no gain measured). :func:`fork_map` forks
 workers (15-25 ms per call in a process that holds torch) for the rest: products, the
 alignment's hashing, whose tasks read the large inputs through :func:`shared`. Without
