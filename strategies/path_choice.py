@@ -38,7 +38,7 @@ class PathSettings:
     denser_probes: int = 2  # then refit up to this many of twice the winner's top features
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
-    refit_patience: int | None = None  # a refit's early stopping (None: training.patience, or 5)
+    refit_patience: int | None = None  # a refit's early stopping (None: 2 x training.patience)
 
     @classmethod
     def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
@@ -197,9 +197,13 @@ def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
 
 
 def refit_rows(
-    scores: list[tuple[PathPoint, float]], losses: list[np.ndarray | None], good: list[int]
+    scores: list[tuple[PathPoint, float]],
+    losses: list[np.ndarray | None],
+    good: list[int],
+    epochs: list[tuple[int, int]],
 ) -> list[dict]:
-    """``results.json``'s record of each refit (the dense model, first, is not one)."""
+    """``results.json``'s record of each refit (the dense model, first, is not one);
+    ``epochs``: each model's first epoch and the one after its last."""
     return [
         {
             "point": p.point,
@@ -208,8 +212,9 @@ def refit_rows(
             "val_metric": score,
             "val_loss": None if loss is None else float(np.mean(loss)),
             "good": i in good,
+            "epochs": list(span),
         }
-        for i, ((p, score), loss) in enumerate(zip(scores, losses, strict=True))
+        for i, ((p, score), loss, span) in enumerate(zip(scores, losses, epochs, strict=True))
         if i > 0
     ]
 

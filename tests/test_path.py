@@ -320,3 +320,20 @@ def test_a_denser_probe_refits_twice_the_winning_candidates_features(tmp_path):
     assert len(probes) == 1  # the one allowed, after the candidate
     assert probes[0]["top_k"] // 2 in [r["kept"] for r in refits if not r["top_k"]]
     assert probes[0]["top_k"] % 2 == 0 and probes[0]["kept"] == probes[0]["top_k"]
+
+
+def test_a_refit_waits_twice_the_training_patience_past_its_best(tmp_path):
+    """On a few columns a refit's validation score can stall and then climb again: each refit
+    stops no sooner than 2 x training.patience epochs after its best (or at its epoch cap)."""
+    cfg = f"strategy=stg {QUICK} training.patience=2 training.patience_steps=1"
+    summary = run_local(tiny_config(cfg), tmp_path)
+    lines = (tmp_path / "history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [line.split(",") for line in lines[1:]]
+    val = {int(r[0]): float(r[header.index("val_metric")]) for r in rows}
+    refits = summary["extra"]["path_choice"]["refits"]
+    assert refits
+    for refit in refits:
+        first, stop = refit["epochs"]
+        best = max(range(first, stop), key=lambda e: (val[e], -e))  # the earliest best
+        assert stop - first == 3 * 6 or stop - 1 - best >= 2 * 2, refit
