@@ -45,7 +45,7 @@ def timed(seconds: dict, name: str, fn, *args):
 def gini(key, X, y, c: int, s: dict, total: int) -> None:
     n, bits = len(y), key.public.bits
     params = GiniParams(10, c, n, 52, 40, bits)
-    labels = timed(s, "gini labels", gs.encrypt_labels, key, y, c, 1, params.djn)
+    labels = timed(s, "gini labels", gs.encrypt_labels, key, y, params, 1)
     shifted = None  # what a party with ``total`` features does once (two classes, many features)
     if params.product and gp.use_shifts(params, total):
         shifted = timed(s, "gini labels shifted", gp.shift_labels, key.public, params, labels, 1)
@@ -59,10 +59,7 @@ def gini(key, X, y, c: int, s: dict, total: int) -> None:
 def fstat(key, X, y, c: int, s: dict, total: int) -> None:
     n, bits = len(y), key.public.bits
     params = FStatParams(c, n, len(set(y.tolist())), 16, 56, 40, bits)
-    if hasattr(fs, "encrypt_labels"):  # packed: one plaintext per row and chunk of classes
-        labels = timed(s, "fstat labels", fs.encrypt_labels, key, y, params, 1)
-    else:  # the implementation before: c - 1 indicators per row, r^n randomness
-        labels = timed(s, "fstat labels", gs.encrypt_labels, key, y, c, 1, False)
+    labels = timed(s, "fstat labels", fs.encrypt_labels, key, y, params, 1)  # packed per row
     packed, kept = timed(s, "fstat mask (party)", fs.party_mask, X, labels, key.public, params, 1)
     weights, scale = class_weights(y, c)
     ret = timed(s, "fstat square (server)", fs.server_square, key, params, weights, packed, 1)

@@ -13,6 +13,10 @@ cell and feature to add cells into bins:
 ~40 % fewer on neighbouring COIL20 pixels (64 cells on average), ~30 % on independent
 features binned from normal values. The counts are the same ciphertexts' products in another
 order: the same plaintexts, nothing else changes.
+
+The sums work on any label columns: with many classes the server also sends each row's labels
+packed by groups of classes (:attr:`~vflfs.ml.gini.GiniParams.class_packed`), whose bin sums
+are the packed counts [[sum_k n_ik 2^(width k)]] of the group's classes.
 """
 
 from __future__ import annotations
@@ -24,6 +28,34 @@ from gmpy2 import mpz
 from .paillier import ONE, PublicKey
 
 Counts = tuple[list[list[mpz]], np.ndarray]  # [[n_ik]] (bins x classes), bin sizes |U_i|
+Sums = tuple[list[list[mpz]], np.ndarray]  # per bin, per label column: its sum; |U_i|
+
+
+def bin_sums(
+    bins_of: np.ndarray, columns: list[list[mpz]], totals: list[mpz], key: PublicKey, b: int
+) -> Sums:
+    """Per bin and label column, the product of the column's ciphertexts over the bin's rows
+    (the largest bin: the column's total over the others, one inversion), and the bin sizes."""
+    sizes = np.bincount(bins_of, minlength=b)
+    groups = np.split(np.argsort(bins_of, kind="stable"), np.cumsum(sizes)[:-1])
+    big, n2 = int(np.argmax(sizes)), key.n2
+    sums: list[list[mpz]] = [[] for _ in range(b)]
+    for k, col in enumerate(columns):
+        rest = ONE
+        for i, group in enumerate(groups):
+            value = ONE if i == big else key.product([col[a] for a in group.tolist()])
+            sums[i].append(value)
+            rest = rest * value % n2
+        sums[big][k] = totals[k] * gmpy2.invert(rest, n2) % n2
+    return sums, sizes
+
+
+def split_counts(key: PublicKey, sums: Sums, n_classes: int) -> tuple[Counts, list[list[mpz]]]:
+    """Bin sums of the label columns into the class counts [[n_ik]] (the last class derived)
+    and, per bin, the sums of the class-packed columns that follow the first c - 1."""
+    per_bin, sizes = sums
+    counts = [row[: n_classes - 1] for row in per_bin]
+    return with_last_class(key, counts, sizes), [row[n_classes - 1 :] for row in per_bin]
 
 
 def with_last_class(key: PublicKey, counts: list[list[mpz]], sizes: np.ndarray) -> Counts:
@@ -34,16 +66,16 @@ def with_last_class(key: PublicKey, counts: list[list[mpz]], sizes: np.ndarray) 
     return counts, sizes
 
 
-def pair_counts(
+def pair_sums(
     bins_f: np.ndarray,
     bins_g: np.ndarray,
     columns: list[list[mpz]],
     totals: list[mpz],
     key: PublicKey,
     b: int,
-) -> tuple[Counts, Counts]:
-    """[[n_ik]] and |U_i| of features f and g (bin indices ``bins_f``, ``bins_g`` per row) from
-    the encrypted label columns (k < c - 1) and their totals, through the joint cells."""
+) -> tuple[Sums, Sums]:
+    """:func:`bin_sums` of features f and g (bin indices ``bins_f``, ``bins_g`` per row) from
+    the encrypted label columns and their totals, through the joint cells."""
     sizes = [np.bincount(bins_f, minlength=b), np.bincount(bins_g, minlength=b)]
     big = [int(np.argmax(s)) for s in sizes]
     cell = bins_f * b + bins_g
@@ -66,4 +98,4 @@ def pair_counts(
             bins[big[side]] = totals[k] * gmpy2.invert(key.product(bins), key.n2) % key.n2
             for i in range(b):
                 out[side][i].append(bins[i])
-    return with_last_class(key, out[0], sizes[0]), with_last_class(key, out[1], sizes[1])
+    return (out[0], sizes[0]), (out[1], sizes[1])

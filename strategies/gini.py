@@ -104,7 +104,7 @@ def _protocol(
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
-    labels = encrypt_labels(key, y, params.n_classes, workers, params.djn)
+    labels = encrypt_labels(key, y, params, workers)
     packed = send_labels(federation, GINI_MASK, key, params, rows, labels, workers_cfg)
     squares = {}
     for m, per_feature in enumerate(packed):

@@ -174,13 +174,14 @@ def test_rerandomisation_hides_which_ciphertexts_were_summed(djn):
     key = paillier.generate_keys(512)
     y = np.array([0, 1, 1, 0, 1, 0, 0, 1, 2])
     params = GiniParams(2, 3, 9, F, 40, 512, djn)
-    labels = gs.encrypt_labels(key, y, 3, workers=1, djn=djn)
+    labels = gs.encrypt_labels(key, y, params, workers=1)
     columns, bins_of = [labels[0::2], labels[1::2]], np.array([0, 0, 1, 1, 1, 0, 1, 1, 0])
     totals = [key.public.product(col) for col in columns]
     masks = [5, 6, 7, 8, 9, 10]
     args = (bins_of, columns, totals, key.public, params, masks)
     first, second = gs.mask_feature(*args), gs.mask_feature(*args)
-    counts, _ = gs.encrypted_counts(bins_of, columns, totals, key.public, 2)
+    sums = gp_counts.bin_sums(bins_of, columns, totals, key.public, 2)
+    (counts, _), _ = gp_counts.split_counts(key.public, sums, 3)
     bare = paillier.pack(key.public, [c for row in counts for c in row], params.width)
     bare = bare * key.public.plain(paillier.pack_plain(masks, params.width)) % key.public.n2
     assert first[0] != second[0] and bare not in (first[0][0], second[0][0])
@@ -205,7 +206,7 @@ def test_two_class_products_are_rerandomised_and_exact(djn):
     y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
     params = GiniParams(4, 2, 8, F, 40, 512, djn)
     assert params.product and params.returned == 1 and params.chunks == 2  # 3 + 1 bins
-    labels = gs.encrypt_labels(key, y, 2, workers=1, djn=djn)
+    labels = gs.encrypt_labels(key, y, params, workers=1)
     bins_of, total = np.array([0, 0, 1, 3, 1, 0, 3, 1]), key.public.product(labels)
     r, s = [5, 6, 7, 8], [9, 10, 11, 12]
     shifted = gp.shift_labels(key.public, params, labels, 1)
@@ -241,13 +242,16 @@ def test_pair_counts_are_the_class_counts():
     X[:, 1] = 1.5
     binned = bin_features(X, 5)
     binned[binned == 4] = 3  # bin 4 empty
-    labels = gs.encrypt_labels(key, y, 4, 1, True)
+    params = GiniParams(5, 4, 50, F, 40, 512)
+    assert not params.class_packed
+    labels = gs.encrypt_labels(key, y, params, 1)
     columns = [labels[k::3] for k in range(3)]
     totals = [key.public.product(col) for col in columns]
     true = class_counts(binned, y, 5, 4)
     for f, g in ((0, 1), (1, 2), (2, 2), (0, 2)):
-        both = gp_counts.pair_counts(binned[:, f], binned[:, g], columns, totals, key.public, 5)
-        for h, (counts, sizes) in zip((f, g), both, strict=True):
+        both = gp_counts.pair_sums(binned[:, f], binned[:, g], columns, totals, key.public, 5)
+        for h, sums in zip((f, g), both, strict=True):
+            (counts, sizes), _ = gp_counts.split_counts(key.public, sums, 4)
             np.testing.assert_array_equal(sizes, true[h].sum(axis=1))
             assert [[int(key.decrypt(c)) for c in row] for row in counts] == true[h].tolist()
 
@@ -258,7 +262,7 @@ def test_packed_results_split_into_groups():
     params = GiniParams(10, 3, 50, F, 40, 512)
     rng = np.random.default_rng(5)
     X, y = rng.normal(size=(50, 2 * params.q_per_ct + 1)), rng.integers(0, 3, 50)
-    labels = gs.encrypt_labels(key, y, 3, 1, True)
+    labels = gs.encrypt_labels(key, y, params, 1)
     masked = gs.party_mask(X, labels, key.public, params, 2)
     weighted = gs.party_combine(
         key.public, masked, gs.server_square(key, params, masked.packed, 2), 2
@@ -294,7 +298,7 @@ def test_randomness_setting_is_followed_by_both_sides(djn, monkeypatch):
     X, y = rng.normal(size=(40, 3)), rng.integers(0, 3, 40)
     key = paillier.generate_keys(512)
     params = GiniParams(4, 3, 40, F, 40, 512, djn)
-    masked = gs.party_mask(X, gs.encrypt_labels(key, y, 3, 1, djn), key.public, params, 1)
+    masked = gs.party_mask(X, gs.encrypt_labels(key, y, params, 1), key.public, params, 1)
     squares = gs.server_square(key, params, masked.packed, 1)
     G = gs.server_finish(key, params, gs.party_combine(key.public, masked, squares, 1), 3)
     np.testing.assert_array_equal(G, gini_fixed_point(X, y, 4, 3, F))
@@ -342,7 +346,7 @@ def test_many_classes_and_chunked_slots(n_classes, workers, djn):
     key = paillier.generate_keys(512)
     params = GiniParams(10, n_classes, 120, F, 40, 512, djn)
     assert params.chunks >= 3
-    labels = gs.encrypt_labels(key, y, n_classes, workers, djn)
+    labels = gs.encrypt_labels(key, y, params, workers)
     masked = gs.party_mask(X, labels, key.public, params, workers)
     squares = gs.server_square(key, params, masked.packed, workers)
     weighted = gs.party_combine(key.public, masked, squares, workers)
@@ -399,3 +403,33 @@ def test_bad_gini_config_is_named(tmp_path):
         secure_gini(federation, Experiment.from_config(compose_config()), {"target_classes": 1})
     with pytest.raises(ConfigError, match="randomness"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"randomness": "r^n"})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_many_classes_come_packed_by_class_and_decrypt_below_p(workers):
+    """20 classes: the row labels also come packed by groups of classes, so each bin's group
+    sums are its packed counts (no Horner's rule but for the last classes); every plaintext
+    the server decrypts lies below p; the masked values are n + r, and G is exact."""
+    rng = np.random.default_rng(20)
+    X, y = rng.normal(size=(120, 5)), rng.integers(0, 20, 120)
+    X[:, 0] += y / 4
+    X[:, 4] = 2.0  # constant: every row in bin 0
+    key = paillier.generate_keys(512)
+    params = GiniParams(10, 20, 120, F, 40, 512)
+    assert params.class_packed and not GiniParams(10, 3, 120, F, 40, 512).class_packed
+    assert sorted(j for js in params.layout for j in js) == list(range(params.slots))
+    labels = gs.encrypt_labels(key, y, params, workers)
+    assert len(labels) == len(y) * params.label_columns > len(y) * 19
+    masked = gs.party_mask(X, labels, key.public, params, workers)
+    assert all(len(feature) == params.chunks for feature in masked.packed)
+    assert all(key.decrypt(ct) < key.p for feature in masked.packed for ct in feature)
+    counts = class_counts(bin_features(X, 10), y, 10, 20).reshape(5, -1).astype(object)
+    for f in range(5):
+        seen = np.asarray(gs.unmasked_slots(key, params, masked.packed[f]), dtype=object)
+        r = seen - counts[f]
+        assert all(0 <= v < 2**params.mask_range for v in r) and len(set(r.tolist())) == r.size
+    squares = gs.server_square(key, params, masked.packed, workers)
+    weighted = gs.party_combine(key.public, masked, squares, workers)
+    G = gs.server_finish(key, params, weighted, 5, workers)
+    np.testing.assert_array_equal(G, gini_fixed_point(X, y, 10, 20, F))
+    assert G[0] == G.min()
