@@ -107,7 +107,7 @@ def server_square(
     key: PrivateKey, params: FStatParams, weights: list[int], packed: list[list[mpz]], workers: int
 ) -> list[list[mpz]]:
     """Per feature: [[sum_k v_k u_k^2]], then [[v_k u_k]] for each class k."""
-    prepare(key.public, params.djn)
+    prepare(key, params.djn)
     tasks = chunks(len(packed), workers)
     inputs = {"key": key, "params": params, "weights": weights, "packed": packed}
     parts = fork_map(_square_part, tasks, workers, **inputs)

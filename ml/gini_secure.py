@@ -48,6 +48,7 @@ from .gini_counts import Sums, bin_sums, pair_sums, split_counts
 from .paillier import (
     PrivateKey,
     PublicKey,
+    djn_crt_tables,
     djn_table,
     owner_encrypt,
     pack,
@@ -73,10 +74,13 @@ class Masked:
     q_per_ct: int = 1  # features per returned [[Q]] (params.q_per_ct)
 
 
-def prepare(key: PublicKey, djn: bool) -> None:
-    """Build the DJN table once in this process, before the workers fork (they inherit it)."""
+def prepare(key: PublicKey | PrivateKey, djn: bool) -> None:
+    """Build the DJN tables once in this process, before the workers fork (they inherit them):
+    the public key's, and the key owner's CRT ones (:func:`owner_encrypt`)."""
     if djn:
-        djn_table(key.n)
+        djn_table(key.public.n if isinstance(key, PrivateKey) else key.n)
+        if isinstance(key, PrivateKey):
+            djn_crt_tables(key.p, key.q)
 
 
 def encrypt_labels(key: PrivateKey, y: np.ndarray, params: GiniParams, workers: int) -> list[mpz]:
@@ -95,7 +99,7 @@ def encrypt_labels(key: PrivateKey, y: np.ndarray, params: GiniParams, workers: 
 
 def encrypt_plain(key: PrivateKey, plain: list[int], workers: int, djn: bool) -> list[mpz]:
     """The key owner's encryptions of ``plain`` (DJN or CRT randomness), over the workers."""
-    prepare(key.public, djn)
+    prepare(key, djn)
     parts = fork_map(
         _encrypt_part, chunks(len(plain), workers), workers, key=key, plain=plain, djn=djn
     )
@@ -218,7 +222,7 @@ def server_square(
     key: PrivateKey, params: GiniParams, packed: list[list[mpz]], workers: int
 ) -> list[list[mpz]]:
     """Per feature, per bin: [[sum_k u_ik^2]] from the party's packed masked values."""
-    prepare(key.public, params.djn)
+    prepare(key, params.djn)
     parts = fork_map(
         _square_part, chunks(len(packed), workers), workers, key=key, params=params, packed=packed
     )

@@ -178,9 +178,10 @@ def generate_keys(bits: int = 2048) -> PrivateKey:
 
 
 def owner_encrypt(key: PrivateKey, m: int, djn: bool) -> mpz:
-    """The key owner's encryption: DJN ``h_s^alpha`` randomness, or CRT ``r^n``."""
+    """The key owner's encryption: DJN ``h_s^alpha`` randomness (by CRT, ~1.3x cheaper than
+    the public key's), or CRT ``r^n``."""
     if djn:
-        return key.public.plain(m) * key.public.djn_obfuscator() % key.public.n2
+        return key.public.plain(m) * key.djn_obfuscator() % key.public.n2
     return key.encrypt(m)
 
 
