@@ -6,8 +6,10 @@ fork and nothing pickled. It pays for long operations only: a CRT decryption's t
 ``powmod``s (1.3-1.6 ms each at 2048 bits; 1.9-2.0x on 2 cores), not a product mod n^2 (~4 us,
 about what handing the lock between threads costs: no gain measured). :func:`fork_map` forks
 workers (15-25 ms per call in a process that holds torch) for the rest: products, the
-alignment's hashing, whose tasks read the large inputs through :func:`shared`. Without
-``fork`` (macOS, Windows) or with one worker, :func:`fork_map` runs the tasks in this process.
+alignment's hashing, whose tasks read the large inputs through :func:`shared`.
+:func:`standing_map` forks its workers once and keeps them, for calls that come often with
+inputs of kilobytes (the secure layer's steps), which it pickles to them. Without ``fork``
+(macOS, Windows) or with one worker, both run the tasks in this process.
 """
 
 from __future__ import annotations
@@ -98,6 +100,110 @@ def fork_map(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **inp
             return results
         finally:
             _SHARED.clear()
+
+
+def standing_map(
+    fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, **inputs: Any
+) -> list:
+    """``[fn(t) for t in tasks]`` on this process and ``workers - 1`` processes forked once and
+    kept, for calls that come often with inputs of kilobytes (the secure layer's steps): no
+    fork per call (15-25 ms in a process that holds torch). Each kept process gets its share
+    of the tasks and the inputs pickled in one message, sent before this process starts on its
+    own share (every ``workers``-th task); they keep what they cache (DJN tables)."""
+    if workers <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
+        return fork_map(fn, tasks, 1, **inputs)
+    workers = min(workers, len(tasks))
+    with _STANDING_LOCK:
+        kept = _standing(workers - 1)[: workers - 1]
+        jobs = [(fn, inputs, list(tasks)[w::workers]) for w in range(1, workers)]
+        sent = [_send(worker, job) for worker, job in zip(kept, jobs, strict=True)]
+        out: list[Any] = [None] * len(tasks)
+        try:
+            out[::workers] = fork_map(fn, list(tasks)[::workers], 1, **inputs)
+        finally:  # every reply is read, so that none is left for the next call
+            replies = [
+                _reply(worker) if ok else _lost(worker)
+                for worker, ok in zip(kept, sent, strict=True)
+            ]
+        for w, (status, value) in enumerate(replies, start=1):
+            if status != "ok":
+                raise value
+            out[w::workers] = value
+    return out
+
+
+_STANDING: list = []  # this process's kept workers: (its end of their pipe, their process)
+_STANDING_LOCK = threading.Lock()
+
+
+def _standing(count: int) -> list:
+    """At least ``count`` kept workers: those alive, and new ones forked now."""
+    _STANDING[:] = [(conn, process) for conn, process in _STANDING if process.is_alive()]
+    context = mp.get_context("fork")
+    while len(_STANDING) < count:
+        mine, theirs = context.Pipe()
+        inherited = [mine, *(conn for conn, _ in _STANDING)]  # closed there: EOF when we end
+        process = context.Process(target=_serve, args=(theirs, inherited), daemon=True)
+        process.start()
+        theirs.close()
+        _STANDING.append((mine, process))
+    return _STANDING
+
+
+def kept_workers() -> list[int]:
+    """The process ids of this process's kept workers (:func:`standing_map`)."""
+    return [process.pid for _, process in _STANDING]
+
+
+def _send(worker: tuple, job: tuple) -> bool:
+    try:
+        worker[0].send(job)
+        return True
+    except OSError:  # the worker died since
+        return False
+
+
+def _reply(worker: tuple) -> tuple[str, Any]:
+    """("ok", results) or ("error", the exception to raise)."""
+    try:
+        return worker[0].recv()
+    except EOFError:
+        return _lost(worker)
+
+
+def _lost(worker: tuple) -> tuple[str, Any]:
+    """A worker that died: dropped (a new one is forked on the next call), its share failed."""
+    if worker in _STANDING:
+        _STANDING.remove(worker)
+    return "error", RuntimeError("a kept worker process ended unexpectedly; run it again")
+
+
+def _serve(conn, inherited: list) -> None:
+    """A kept worker: run each job it is sent, reply with its results or its error; leave when
+    its parent closes the pipe or ends."""
+    _default_signals()
+    for other in inherited:
+        other.close()
+    while True:
+        try:
+            fn, inputs, tasks = conn.recv()
+        except EOFError:  # the parent closed its end or ended
+            return
+        _SHARED.clear()
+        _SHARED.update(inputs)
+        try:
+            reply = ("ok", [fn(t) for t in tasks])
+        except BaseException as error:  # sent back and raised in the parent
+            reply = ("error", error)
+        finally:
+            _SHARED.clear()
+        try:
+            conn.send(reply)
+        except Exception as error:  # an error or a result that cannot be pickled
+            conn.send(("error", RuntimeError(f"{type(error).__name__}: {error}")))
+
+
+os.register_at_fork(after_in_child=_STANDING.clear)  # a forked child has none of them
 
 
 def _default_signals() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from gmpy2 import mpz
 
 from . import paillier
-from .parallel import chunks, fork_map, resolve_workers, shared
+from .parallel import chunks, resolve_workers, shared, standing_map
 
 F = 20
 SCALE = 1 << F
@@ -150,11 +150,12 @@ class PaillierCipher(PlainCipher):
     :meth:`~vflfs.ml.paillier.PrivateKey.djn_obfuscator`) or ``full`` (``r^n``: the key
     owner's by CRT, the others' by a full powmod). The obfuscators come from this process's
     :class:`~vflfs.ml.paillier.ObfuscatorPool` for the key, which makes them while the process
-    waits (``precompute``; ``False``: made on the spot). ``workers`` forked processes share the
-    products and encryptions once it is worth a fork (``min_parallel_s``); default:
-    :func:`default_workers`. The decryptions run on threads instead (``workers`` of them;
-    default: every CPU), which need no fork: gmpy2 releases the interpreter lock in their
-    ``powmod``s (:meth:`~vflfs.ml.paillier.PrivateKey.decrypt_many`)."""
+    waits (``precompute``; ``False``: made on the spot). ``workers`` processes (this one and
+    kept workers) share the products and encryptions once it is worth it
+    (``min_parallel_s``; default: :func:`default_workers`), the obfuscators handed out from
+    this process's pool with the tasks. The decryptions run on threads instead (``workers`` of
+    them; default: every CPU), which need no fork: gmpy2 releases the interpreter lock in
+    their ``powmod``s (:meth:`~vflfs.ml.paillier.PrivateKey.decrypt_many`)."""
 
     kind = "paillier"
     min_parallel_s = 0.05
@@ -176,23 +177,33 @@ class PaillierCipher(PlainCipher):
         self._scale = (public.bits / 2048) ** 2  # per-operation cost relative to 2048 bits
         self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
 
+    def __getstate__(self) -> dict:
+        """Pickled for a standing pool's worker: everything but the obfuscator pool (whose
+        stock the parent hands out with the task)."""
+        return {k: v for k, v in self.__dict__.items() if k != "pool"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.pool = paillier.ObfuscatorPool(self.obfuscator, 0)
+
     def obfuscator(self):
         if self.randomness == "djn":  # the key owner's by CRT
             return (self.private or self.public).djn_obfuscator()
         return (self.private or self.public).obfuscator()
 
     def _map(self, fn, count: int, ms_each: float, per_worker: int = 4, **inputs) -> list:
-        """``fn`` over index chunks of ``range(count)``, forked when worth it; flattened."""
+        """``fn`` over index chunks of ``range(count)``, on the kept workers too when worth it
+        (:func:`~vflfs.ml.parallel.standing_map`); flattened."""
         seconds = count * ms_each * self._scale / 1000
         workers = self.workers if seconds >= self.min_parallel_s else 1
-        if workers > 1 and self.randomness == "djn":  # built once here, inherited by the workers
+        if workers > 1 and self.randomness == "djn":  # built here, inherited by new workers
             if self.private is not None:
                 paillier.djn_crt_tables(self.private.p, self.private.q)
             else:
                 paillier.djn_table(self.public.n)
         with self.pool.working():
             tasks = chunks(count, workers, per_worker)
-            parts = fork_map(fn, tasks, workers, cipher=self, **inputs)
+            parts = standing_map(fn, tasks, workers, cipher=self, **inputs)
         return [x for part in parts for x in part]
 
     def encrypt(self, ints: np.ndarray) -> np.ndarray:
@@ -247,12 +258,12 @@ _POOLS: dict[tuple, paillier.ObfuscatorPool] = {}
 
 def default_workers() -> int:
     """Processes for the layer's products and encryptions when ``secure.workers`` is unset:
-    one on up to two CPUs (each call forks its workers, ~15-25 ms, and a step makes several such
-    calls: measured, two workers were slower than one on two cores), otherwise every CPU but
-    one. (Threads do not help there: a product mod n^2 takes ~4 us, about what handing the
-    interpreter lock between threads costs; the decryptions' ``powmod``s run on threads.)"""
-    cpus = resolve_workers(None)
-    return 1 if cpus <= 2 else cpus - 1
+    every CPU (this process and kept workers, :func:`~vflfs.ml.parallel.standing_map`: forked
+    once, so a step's several calls pay no fork each; on 2 cores a step of B = 64 at 2048 bits
+    takes 0.46 s of wall time with two, 0.54 s with one). (Threads do not help there: a product
+    mod n^2 takes ~4 us, about what handing the interpreter lock between threads costs; the
+    decryptions' ``powmod``s run on threads.)"""
+    return resolve_workers(None)
 
 
 def obfuscator_pool(cipher: PaillierCipher, capacity: int) -> paillier.ObfuscatorPool:

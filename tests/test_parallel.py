@@ -74,3 +74,58 @@ def _nested(t: int) -> list[int]:
     from vflfs.ml.parallel import thread_map
 
     return thread_map(lambda x: -x, [t, t + 1], workers=2)
+
+
+def _shared_offset(t: int) -> tuple[int, int]:
+    import os
+
+    from vflfs.ml.parallel import shared
+
+    if t == 13:
+        raise ValueError("task 13 fails")
+    return t + shared()["offset"], os.getpid()
+
+
+def test_standing_map_keeps_its_workers_order_and_errors():
+    """Tasks split over this process and a kept worker (forked once: the same process on the
+    next call), results in task order with each call's own inputs; a task's error is raised
+    here and leaves no reply behind; a worker that died is replaced on the next call, and one
+    that dies during a call fails that call only."""
+    import os
+    import signal
+    import time
+
+    from vflfs.ml.parallel import kept_workers, standing_map
+
+    first = standing_map(_shared_offset, list(range(8)), 2, offset=100)
+    assert [v for v, _ in first] == [100 + t for t in range(8)]
+    pids = {pid for _, pid in first}
+    assert os.getpid() in pids and len(pids) == 2
+    second = standing_map(_shared_offset, list(range(5)), 2, offset=-1)
+    assert [v for v, _ in second] == [t - 1 for t in range(5)]
+    assert {pid for _, pid in second} == pids
+    with pytest.raises(ValueError, match="task 13"):
+        standing_map(_shared_offset, [12, 13, 14], 2, offset=0)  # 13 runs in the kept worker
+    assert [v for v, _ in standing_map(_shared_offset, [1, 2], 2, offset=0)] == [1, 2]
+    (dead,) = [pid for pid in kept_workers() if pid in pids]
+    os.kill(dead, signal.SIGKILL)
+    time.sleep(0.2)
+    again = standing_map(_shared_offset, [1, 2], 2, offset=0)
+    assert [v for v, _ in again] == [1, 2] and dead not in {pid for _, pid in again}
+    assert standing_map(_shared_offset, [1, 2], 1, offset=5) == [(6, os.getpid()), (7, os.getpid())]
+    from vflfs.ml import parallel
+
+    (conn, process) = parallel._STANDING[0]
+    (_, worker_pid) = standing_map(_shared_offset, [1, 2], 2, offset=0)[1]
+    assert worker_pid == process.pid
+    with pytest.raises(RuntimeError, match="ended unexpectedly"):
+        standing_map(_kill_self, [0, 1], 2)
+    assert [v for v, _ in standing_map(_shared_offset, [1, 2], 2, offset=0)] == [1, 2]
+
+
+def _kill_self(t: int) -> int:
+    import os
+
+    if t:
+        os._exit(1)  # the kept worker dies during the call
+    return t
