@@ -42,7 +42,7 @@ class SecureConfig:
     noise: float = 1.0  # std of the party's noise N on the weight gradient (hides W)
     lr: float = 0.1  # SGD step of the interactive weights (the head keeps its optimiser)
     randomness: str = "djn"  # djn (h_s^alpha, k/2-bit alpha; DJN) | full (r^n, ~1.5x slower)
-    workers: int | None = None  # Paillier processes (null: 1 on up to two CPUs, else all but 1)
+    workers: int | None = None  # Paillier processes and decryption threads (null: every CPU)
 
     def __post_init__(self) -> None:
         one_of("secure.mode", self.mode, SECURE_MODES)
