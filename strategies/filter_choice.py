@@ -85,13 +85,13 @@ def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
 
 
 def smallest_good(
-    tried: list[Candidate], experiment: Experiment, setting: float | None
+    tried: list[Candidate], experiment: Experiment, setting: float | None, standard_errors: float
 ) -> tuple[Candidate, float]:
     """The smallest good count: its validation score within the tolerance of the best, and
     its validation loss, sample by sample, within one standard error of the lowest
     (:func:`~vflfs.strategies.path_choice.good_scores`)."""
     best = max(c.val_metric for c in tried)
-    slack = tolerance(setting, experiment, best)
+    slack = tolerance(setting, experiment, best, standard_errors)
     good = set(good_scores([c.val_metric for c in tried], slack, [c.val_losses for c in tried]))
     for i, c in enumerate(tried):
         c.good = i in good
@@ -117,14 +117,22 @@ def bisect(
 @dataclass(frozen=True)
 class CountSettings:
     """``strategy.select``: the count's choice (the meaning above). The YAML files hold the
-    first four; ``refine`` and ``refit_patience`` are off unless one sets them."""
+    first four and ``standard_errors``; ``refine`` and ``refit_patience`` are off unless one
+    sets them."""
 
     patience: int  # epochs without a better validation score that end one count's training
     max_epochs: int | None  # None: training.epochs
-    tolerance: float | None  # None: one standard error of the best validation score
+    tolerance: float | None  # None: standard_errors standard errors of the best score
     max_features: int | None  # a budget: try only counts up to it
+    standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
     refine: bool = False  # then bisect between the chosen count k and k/2
     refit_patience: int | None = None  # then the chosen count once more with this patience
+
+    def __post_init__(self) -> None:
+        if self.standard_errors < 0:
+            raise ConfigError(
+                f"strategy.select.standard_errors must be >= 0, got {self.standard_errors}"
+            )
 
 
 class CountChoice:
@@ -172,10 +180,10 @@ class CountChoice:
             log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
         for k in ladder[1:]:
             attempt(k)
-        chosen, slack = smallest_good(tried, experiment, s.tolerance)
+        chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         if s.refine:
             bisect(tried, chosen, slack, attempt)
-            chosen, slack = smallest_good(tried, experiment, s.tolerance)
+            chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
         if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.

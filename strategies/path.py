@@ -169,7 +169,10 @@ class PathStrategy(VFL):
         (in ``progress.refits``) and True."""
         points = progress.points
         progress.slack = slack = tolerance(
-            self.path.tolerance, experiment, max(p.val_metric for p in points)
+            self.path.tolerance,
+            experiment,
+            max(p.val_metric for p in points),
+            self.path.standard_errors,
         )
         chosen = choose(points, slack, self.path.max_features)
         result.extra["path"] = [p.row() for p in points]
@@ -241,7 +244,7 @@ class PathStrategy(VFL):
         if last.kept == 0:
             return True
         best = max(p.val_metric for p in points)
-        slack = tolerance(self.path.tolerance, experiment, best)
+        slack = tolerance(self.path.tolerance, experiment, best, self.path.standard_errors)
         if last.point >= self.path.points:  # past the planned points: on while still good
             if last.kept == points[0].kept:
                 return False

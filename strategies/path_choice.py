@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from omegaconf import DictConfig
 
+from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .settings import typed
@@ -30,7 +31,8 @@ class PathSettings:
     points: int = 12  # points after the dense one ...
     max_points: int = 30  # ... and more, up to this many, while the last is still good
     steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
-    tolerance: float | None = None  # validation-score slack of the choice (None: 1 SE)
+    tolerance: float | None = None  # validation-score slack of the choice (None: in SEs)
+    standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
     max_features: int | None = None  # a budget: choose among points keeping at most this many
     refit: bool = True
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
@@ -39,6 +41,12 @@ class PathSettings:
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: 2 x training.patience)
+
+    def __post_init__(self) -> None:
+        if self.standard_errors < 0:
+            raise ConfigError(
+                f"strategy.path.standard_errors must be >= 0, got {self.standard_errors}"
+            )
 
     @classmethod
     def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:
@@ -93,16 +101,20 @@ class PathPoint:
         return out
 
 
-def tolerance(setting: float | None, experiment: Experiment, best: float) -> float:
-    """A validation choice's slack: ``setting``, else one standard error of the best
-    validation score (binomial for accuracy; for R^2 one hundredth)."""
+def tolerance(
+    setting: float | None, experiment: Experiment, best: float, standard_errors: float = 1.0
+) -> float:
+    """A validation choice's slack: ``setting``, else ``standard_errors`` standard errors of
+    the best validation score (binomial for accuracy; for R^2 a standard error is taken as one
+    hundredth). Fewer standard errors choose denser, more accurate models where the
+    validation rows are few (the glmnet "lambda.1se" rule at 1; "lambda.min" at 0)."""
     if setting is not None:
         return float(setting)
     if experiment.task.kind != "classification":
-        return 0.01
+        return 0.01 * standard_errors
     n = max(len(experiment.splits.val), 1)
     p = min(max(best, 0.0), 1.0)
-    return math.sqrt(max(p * (1 - p), 1.0 / n) / n)
+    return standard_errors * math.sqrt(max(p * (1 - p), 1.0 / n) / n)
 
 
 def choose(points: list[PathPoint], slack: float, max_features: int | None) -> PathPoint:

@@ -159,6 +159,21 @@ def test_settings_reject_unknown_keys_and_a_shrinking_path():
         PathSettings.from_cfg({"growth": 0.5})
 
 
+def test_the_choice_tolerance_in_standard_errors_is_followed(tmp_path):
+    """``strategy.path.standard_errors``: the choice's slack is that many binomial standard
+    errors of the best path score on the validation rows (here half of one)."""
+    import math
+
+    cfg = tiny_config(f"strategy=stg {QUICK} strategy.path.standard_errors=0.5")
+    summary = run_local(cfg, tmp_path)
+    best = max(p["val_metric"] for p in summary["path"])
+    n = summary["samples"]["val"]
+    one = math.sqrt(max(best * (1 - best), 1 / n) / n)
+    assert summary["extra"]["path_choice"]["tolerance"] == pytest.approx(0.5 * one)
+    with pytest.raises(ValueError, match="standard_errors must be >= 0"):
+        PathSettings.from_cfg({"standard_errors": -1.0})
+
+
 def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
     path = PathStrategy.__new__(PathStrategy)
     path.path = PathSettings(points=2, max_points=6, tolerance=0.02)
