@@ -178,8 +178,8 @@ class PaillierCipher(PlainCipher):
         self.pool = obfuscator_pool(self, POOL_SIZE if precompute else 0)
 
     def __getstate__(self) -> dict:
-        """Pickled for a standing pool's worker: everything but the obfuscator pool (whose
-        stock the parent hands out with the task)."""
+        """Pickled for a kept worker (:func:`~vflfs.ml.parallel.standing_map`): everything
+        but the obfuscator pool, whose stock this process hands out with the tasks."""
         return {k: v for k, v in self.__dict__.items() if k != "pool"}
 
     def __setstate__(self, state: dict) -> None:
