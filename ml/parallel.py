@@ -109,7 +109,9 @@ def standing_map(
     kept, for calls that come often with inputs of kilobytes (the secure layer's steps): no
     fork per call (15-25 ms in a process that holds torch). Each kept process gets its share
     of the tasks and the inputs pickled in one message, sent before this process starts on its
-    own share (every ``workers``-th task); they keep what they cache (DJN tables)."""
+    own share (every ``workers``-th task); they keep what they cache (DJN tables). (A kept
+    ``multiprocessing.Pool`` hands tasks over on a thread of its own, which waits for the
+    interpreter lock while this process computes: slower, measured.)"""
     if workers <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
         return fork_map(fn, tasks, 1, **inputs)
     workers = min(workers, len(tasks))
