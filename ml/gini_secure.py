@@ -13,7 +13,7 @@ Li et al. 2023, "FedSDG-FS", INFOCOM, Algorithm 1, with the masked squaring of E
    (``params.class_packed``) the server also encrypts each row's labels packed by groups of
    classes, so that a bin's sum of them is already the group's packed counts: no packing by
    Horner's rule but for the last classes, and plaintexts below p that the server decrypts
-   mod p^2 only (COIL20: ~7,000 instead of ~16,000 multiplications per feature for these).
+   mod p^2 only (COIL20: ~7,300 instead of ~16,000 multiplications per feature for these).
 2. server (:func:`server_square`): decrypts u_ik (statistically masked) and returns one
    ciphertext per bin, [[sum_k u_ik^2]] (the party weighs bins, not classes).
 3. party (:func:`party_combine`): [[Q]] = sum_i w_i [[sum_k u_ik^2]] + the kept term, so
@@ -77,10 +77,12 @@ class Masked:
 def prepare(key: PublicKey | PrivateKey, djn: bool) -> None:
     """Build the DJN tables once in this process, before the workers fork (they inherit them):
     the public key's, and the key owner's CRT ones (:func:`owner_encrypt`)."""
-    if djn:
-        djn_table(key.public.n if isinstance(key, PrivateKey) else key.n)
-        if isinstance(key, PrivateKey):
-            djn_crt_tables(key.p, key.q)
+    if not djn:
+        return
+    if isinstance(key, PrivateKey):
+        djn_crt_tables(key.p, key.q)
+        key = key.public
+    djn_table(key.n)
 
 
 def encrypt_labels(key: PrivateKey, y: np.ndarray, params: GiniParams, workers: int) -> list[mpz]:

@@ -114,14 +114,14 @@ def standing_map(
     interpreter lock while this process computes: slower, measured.)"""
     if workers <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
         return fork_map(fn, tasks, 1, **inputs)
-    workers = min(workers, len(tasks))
+    tasks, workers = list(tasks), min(workers, len(tasks))
     with _STANDING_LOCK:
         kept = _standing(workers - 1)[: workers - 1]
-        jobs = [(fn, inputs, list(tasks)[w::workers]) for w in range(1, workers)]
+        jobs = [(fn, inputs, tasks[w::workers]) for w in range(1, workers)]
         sent = [_send(worker, job) for worker, job in zip(kept, jobs, strict=True)]
         out: list[Any] = [None] * len(tasks)
         try:
-            out[::workers] = fork_map(fn, list(tasks)[::workers], 1, **inputs)
+            out[::workers] = fork_map(fn, tasks[::workers], 1, **inputs)
         finally:  # every reply is read, so that none is left for the next call
             replies = [
                 _reply(worker) if ok else _lost(worker)
