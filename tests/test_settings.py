@@ -15,12 +15,18 @@ from vflfs.strategies.path_choice import PathSettings
 from vflfs.strategies.settings import GateSettings, SecureConfig
 
 
-@pytest.mark.parametrize("strategy", ["stg", "fedsdg_fs", "group_lasso"])
-def test_the_path_defaults_are_the_schemas(strategy):
-    """``strategy.path`` comes from PathSettings (its one place), typed attributes built once."""
+@pytest.mark.parametrize(
+    ("strategy", "own"),
+    [("stg", {}), ("fedsdg_fs", {"standard_errors": 0.5}), ("group_lasso", {})],
+)
+def test_the_path_defaults_are_the_schemas(strategy, own):
+    """``strategy.path`` comes from PathSettings (its one place) but for what the strategy's
+    YAML sets itself, then the command line; typed attributes built once."""
     cfg = compose_config(f"strategy={strategy} strategy.path.points=3")
-    assert OmegaConf.to_container(cfg.strategy.path) == asdict(PathSettings(points=3))
-    assert make_strategy(cfg).path == PathSettings(points=3)
+    assert OmegaConf.to_container(cfg.strategy.path) == asdict(PathSettings(points=3, **own))
+    assert make_strategy(cfg).path == PathSettings(points=3, **own)
+    cfg = compose_config(f"strategy={strategy} strategy.path.standard_errors=2")
+    assert make_strategy(cfg).path == PathSettings(standard_errors=2)
 
 
 @pytest.mark.parametrize("mode", ["none", "plaintext", "paillier"])
