@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -162,8 +164,6 @@ def test_settings_reject_unknown_keys_and_a_shrinking_path():
 def test_the_choice_tolerance_in_standard_errors_is_followed(tmp_path):
     """``strategy.path.standard_errors``: the choice's slack is that many binomial standard
     errors of the best path score on the validation rows (here half of one)."""
-    import math
-
     cfg = tiny_config(f"strategy=stg {QUICK} strategy.path.standard_errors=0.5")
     summary = run_local(cfg, tmp_path)
     best = max(p["val_metric"] for p in summary["path"])
@@ -277,6 +277,8 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
     tried = {c["k"]: c for c in choice["tried"]}
     assert sorted(tried) == [1, 2, 5, 10, 20, 40]
     best = max(c["val_metric"] for c in tried.values())
+    n = summary["samples"]["val"]  # fstat_filter's default: half a binomial standard error
+    assert choice["tolerance"] == pytest.approx(0.5 * math.sqrt(max(best * (1 - best), 1 / n) / n))
     good = [k for k, c in tried.items() if c["good"]]
     assert all(tried[k]["val_metric"] >= best - choice["tolerance"] for k in good)
     assert all(c["val_loss"] is not None for c in tried.values())
