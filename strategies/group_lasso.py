@@ -73,6 +73,22 @@ class GroupLasso(PathStrategy):
         server.prox_tau = 0.0 if self.path.enabled else self.server_tau(1.0)
         return server
 
+    def penalty_unit(self, dense: dict) -> float:
+        """1 when the proximal phase's optimiser normalises its steps (Adam, AdamW), else the
+        dense model's training loss.
+
+        The prox shrinks a column by tau = lam x lr x scale after each optimiser step, and
+        what keeps the column is that step: with Adam about lr per weight whatever the loss's
+        size, so the penalty at which columns start to close does not follow the loss. Over
+        the 7 Table III datasets (5 folds each) the loss unit put the first point at penalties
+        from 0.0001 to 0.05, 450x apart, while 10% of the columns first closed between 0.34
+        and 5.7: on COIL20, ISOLET and BASEHOCK, whose dense models fit their training rows,
+        the 12 planned points kept 45-100% of the columns. With plain SGD the step is lr x
+        gradient, which does scale with the loss."""
+        if self.optimizer["name"] in ("adam", "adamw"):
+            return 1.0
+        return super().penalty_unit(dense)
+
     def server_tau(self, scale: float) -> float:
         return self.lasso.lam_server * self.optimizer["lr"] * scale
 

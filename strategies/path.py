@@ -78,6 +78,12 @@ class PathStrategy(VFL):
         """Every party (and the server, for a server-side penalty) to penalty ``scale``."""
         federation.broadcast(PENALTY, PenaltyRequest(scale=scale))
 
+    def penalty_unit(self, dense: dict) -> float:
+        """The penalty's unit: the dense model's training loss (``dense``: its best epoch's
+        row). A gate's penalty gradient meets the loss's gradient in the same optimiser step,
+        so their ratio, not the penalty alone, decides whether the gate closes."""
+        return max(float(dense.get("train_loss", 1.0)), 1e-3)
+
     def current_selection(self, federation: Federation) -> tuple[list[list[int]], list[list[int]]]:
         """Per party: the features its model uses now, and the embedding components the
         server reads from it."""
@@ -107,7 +113,7 @@ class PathStrategy(VFL):
                 federation, result, 0, dense["epoch"] + 1, self.val_losses_at_lowest
             )
             self.reported = None
-            unit = max(float(dense.get("train_loss", 1.0)), 1e-3)
+            unit = self.penalty_unit(dense)
             self.progress = PathProgress(
                 points=[self.point(federation, result, 0, 0.0, dense)],
                 unit=unit,

@@ -107,7 +107,7 @@ class PathProgress:
     """How far the path has come: what a checkpoint keeps between the path's stages."""
 
     points: list[PathPoint]  # the points so far, the dense one first
-    unit: float  # the penalty's unit: the dense model's training loss
+    unit: float  # the penalty's unit (:meth:`PathStrategy.penalty_unit`)
     epoch: int  # the first epoch of the next point
     scale: float  # the next point's penalty
     k: int = 0  # points trained after the dense one

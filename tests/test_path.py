@@ -263,6 +263,30 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
         assert [p["selected"] for p in summary["selection"]["per_party"]] == chosen["per_party"]
 
 
+@pytest.mark.parametrize(
+    ("strategy", "loss_unit"),
+    [("stg", True), ("group_lasso", False), ("group_lasso strategy.optimizer=sgd", True)],
+)
+def test_the_penalty_unit_is_the_dense_loss_unless_adam_steps_the_prox(
+    tmp_path, strategy, loss_unit
+):
+    """A gate's penalty (and a prox after plain SGD steps) starts at ``path.start`` times the
+    dense model's training loss; a prox after Adam's steps, whose size does not follow the
+    loss, at ``path.start`` itself."""
+    overrides = "training.epochs=4 strategy.path.points=1 strategy.path.max_points=1"
+    summary = run_local(tiny_config(f"strategy={strategy} {overrides}"), tmp_path)
+    dense, first = summary["path"][:2]
+    rows = (tmp_path / "history.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    loss = {
+        int(r[header.index("epoch")]): float(r[header.index("train_loss")])
+        for r in (line.split(",") for line in rows[1:])
+    }[dense["epoch"]]
+    start = PathSettings().start
+    assert loss < 0.9  # a unit of one and a unit of the loss differ
+    assert first["penalty"] == pytest.approx(start * loss if loss_unit else start, rel=1e-6)
+
+
 def test_filter_counts_halve_within_the_budget():
     from vflfs.strategies.filter_choice import counts
 
