@@ -162,7 +162,14 @@ class PathStrategy(VFL):
             )
             if self.path_done(points, experiment):
                 break
-            progress.scale = scale * self.path.growth
+            progress.scale = scale * self.growth(points)
+
+    def growth(self, points: list[PathPoint]) -> float:
+        """The next penalty's ratio to the last: ``path.fine_growth`` once the path has
+        removed a feature (where a doubling can take it from many features to few), else
+        ``path.growth``."""
+        fine = self.path.fine_growth
+        return fine if fine is not None and points[-1].kept < points[0].kept else self.path.growth
 
     def choose_point(
         self,

@@ -28,6 +28,7 @@ class PathSettings:
     warmup_max_epochs: int | None = None  # None: training.epochs
     start: float = 0.05  # first penalty, in units of the dense model's training loss
     growth: float = 2.0  # ratio of consecutive penalties
+    fine_growth: float | None = None  # the ratio once a feature has left the path (None: growth)
     points: int = 12  # points after the dense one ...
     max_points: int = 30  # ... and more, up to this many, while the last is still good
     steps_per_point: int = 50  # optimiser steps per point at least (whole epochs)
@@ -58,10 +59,12 @@ class PathSettings:
                 f"strategy.path.refit_candidates and strategy.path.candidate_slack must be >= 1, "
                 f"got {settings.refit_candidates} and {settings.candidate_slack}"
             )
-        if settings.growth <= 1 or settings.start <= 0:
+        fine = settings.growth if settings.fine_growth is None else settings.fine_growth
+        if settings.growth <= 1 or fine <= 1 or settings.start <= 0:
             raise ValueError(
-                f"strategy.path.growth must be > 1 and strategy.path.start > 0, got "
-                f"{settings.growth} and {settings.start}"
+                f"strategy.path.growth and strategy.path.fine_growth must be > 1 and "
+                f"strategy.path.start > 0, got {settings.growth}, {settings.fine_growth} and "
+                f"{settings.start}"
             )
         return settings
 

@@ -189,6 +189,18 @@ def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
     assert path.path_done([dense, first, point(2, 0.80, [10, 9])], None)
 
 
+def test_the_penalty_grows_finer_once_a_feature_has_left_the_path():
+    path = PathStrategy.__new__(PathStrategy)
+    path.path = PathSettings(growth=2.0, fine_growth=1.5)
+    dense = point(0, 0.90, [10, 10])
+    assert path.growth([dense, point(1, 0.9, [10, 10])]) == 2.0  # nothing removed yet
+    assert path.growth([dense, point(1, 0.9, [10, 10]), point(2, 0.9, [9, 10])]) == 1.5
+    path.path = PathSettings(growth=2.0)  # fine_growth unset: growth throughout
+    assert path.growth([dense, point(1, 0.9, [3, 1])]) == 2.0
+    with pytest.raises(ValueError, match="fine_growth must be > 1"):
+        PathSettings.from_cfg({"fine_growth": 1.0})
+
+
 def test_stall_is_the_uniform_prediction_at_the_majority_rate():
     from types import SimpleNamespace
 
