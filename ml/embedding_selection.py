@@ -89,7 +89,7 @@ def prox_sgd(
         total = 0.0
         for rows in p.batches(n, epoch):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_of(torch.as_tensor(rows, device=device))
+            loss = loss_of(torch.tensor(rows, device=device))  # rows may be read-only
             loss.backward()
             optimizer.step()
             for layer in layers:
