@@ -5,9 +5,11 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 
 1. **Dense warm-up.** The penalty stays at zero until the dense model's validation score stops
    improving (``path.warmup_patience`` epochs), so nothing closes before the loss has moved.
-2. **Path.** The penalty grows geometrically from ``start``, by ``growth`` per point, in
-   units of the dense model's training loss (so one setting serves 2 or 26 classes; the
-   gates' mean-reduced regulariser makes it independent of the column count). Each point
+2. **Path.** The penalty grows geometrically from ``start``, by ``growth`` per point
+   (``fine_growth`` once a feature has left the path), in units of the dense model's training
+   loss for the gates (so one setting serves 2 or 26 classes; the gates' mean-reduced
+   regulariser makes it independent of the column count; :meth:`PathStrategy.penalty_unit`,
+   which group lasso with Adam overrides). Each point
    trains at least ``path.steps_per_point`` optimiser steps, warm-started from the last, and
    records its validation score, the features and embedding components each party keeps, and
    the MB so far. The path ends when nothing is left, when a feature budget is met and the score has

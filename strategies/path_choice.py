@@ -26,7 +26,7 @@ class PathSettings:
     enabled: bool = True  # false: train at the strategy's fixed penalty (papers' protocol)
     warmup_patience: int = 2  # dense epochs without a better validation score that end warm-up
     warmup_max_epochs: int | None = None  # None: training.epochs
-    start: float = 0.05  # first penalty, in units of the dense model's training loss
+    start: float = 0.05  # first penalty, in the penalty's unit (PathStrategy.penalty_unit)
     growth: float = 2.0  # ratio of consecutive penalties
     fine_growth: float | None = None  # the ratio once a feature has left the path (None: growth)
     points: int = 12  # points after the dense one ...
