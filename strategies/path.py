@@ -248,9 +248,12 @@ class PathStrategy(VFL):
     def path_done(self, points: list[PathPoint], experiment: Experiment) -> bool:
         """Nothing is left; or a budget is met and the score has fallen well below the best;
         or, past ``path.points``, the last point is no longer within the tolerance of the best
-        (or keeps a single feature, or the budget), unless it still keeps every feature: a
-        dense model that fits its few training rows exactly has a training loss near zero, the
-        penalty's unit, and the planned points may not reach a penalty that removes anything.
+        (or keeps a single feature, or the budget), unless it still keeps more than half of
+        the dense model's features: a dense model that fits its few training rows exactly has
+        a training loss near zero, the gates' penalty unit, and the planned points may not
+        reach a penalty that removes much (on 20,000 columns and 1200 training rows
+        ``fedsdg_fs``'s twelfth point kept 14,516, all scoring near the dense model's 45%,
+        while 9 columns reach 95%).
 
         Without a budget the planned points go on through dips: the score often recovers once
         the noise features are gone.
@@ -261,7 +264,7 @@ class PathStrategy(VFL):
         best = max(p.val_metric for p in points)
         slack = tolerance(self.path.tolerance, experiment, best, self.path.standard_errors)
         if last.point >= self.path.points:  # past the planned points: on while still good
-            if last.kept == points[0].kept:
+            if 2 * last.kept > points[0].kept:
                 return False
             return last.val_metric < best - slack or last.kept <= (budget or 1)
         if budget is None or last.kept > budget:

@@ -183,10 +183,12 @@ def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
     assert path.path_done([dense, first, point(2, 0.88, [5, 5])], None)  # 0.88 < 0.91 - 0.02
     assert path.path_done([dense, first, point(2, 0.91, [1, 0])], None)  # one feature left
     assert path.path_done([dense, point(1, 0.9, [0, 0])], None)  # nothing left
-    # A path that has removed nothing yet goes on, even below the tolerance (an overfit dense
-    # model's training loss, the penalty's unit, is near zero); then the rule applies again.
+    # A path that has not removed half the features goes on, even below the tolerance (an
+    # overfit dense model's training loss, the penalty's unit, is near zero); then the rule
+    # applies again.
     assert not path.path_done([dense, first, point(2, 0.80, [10, 10])], None)
-    assert path.path_done([dense, first, point(2, 0.80, [10, 9])], None)
+    assert not path.path_done([dense, first, point(2, 0.80, [10, 1])], None)
+    assert path.path_done([dense, first, point(2, 0.80, [10, 0])], None)
 
 
 def test_the_penalty_grows_finer_once_a_feature_has_left_the_path():
