@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -290,12 +291,9 @@ def test_the_penalty_unit_is_the_dense_loss_unless_adam_steps_the_prox(
     overrides = "training.epochs=4 strategy.path.points=1 strategy.path.max_points=1"
     summary = run_local(tiny_config(f"strategy={strategy} {overrides}"), tmp_path)
     dense, first = summary["path"][:2]
-    rows = (tmp_path / "history.csv").read_text().splitlines()
-    header = rows[0].split(",")
-    loss = {
-        int(r[header.index("epoch")]): float(r[header.index("train_loss")])
-        for r in (line.split(",") for line in rows[1:])
-    }[dense["epoch"]]
+    with (tmp_path / "history.csv").open() as f:
+        row = next(r for r in csv.DictReader(f) if int(r["epoch"]) == dense["epoch"])
+    loss = float(row["train_loss"])
     start = PathSettings().start
     assert loss < 0.9  # a unit of one and a unit of the loss differ
     assert first["penalty"] == pytest.approx(start * loss if loss_unit else start, rel=1e-6)
