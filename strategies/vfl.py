@@ -375,9 +375,14 @@ class VFL(StallRecovery, Strategy):
         lower validation loss counts as progress too: on imbalanced classes a model predicts
         the majority class for epochs while its loss falls, then leaves it.
 
-        With ``learned_above`` (:func:`learned_level`) the steps floor holds only while the best
-        validation score is at most that, i.e. until the model has learned something: for a
-        stage that should end soon after (the path's warm-up, LESS-VFL's pre-training)."""
+        With ``learned_above`` (:func:`learned_level`), for a stage that should end soon after
+        the model has learned something (the path's warm-up, LESS-VFL's pre-training): until
+        its best validation score is above that, the stage waits the steps floor and
+        ``training.patience`` epochs, as a dense run would, then ``patience`` epochs alone. A
+        warm-up that ends before the model has learned starts the path from an untrained
+        model: on a label that only an interaction of two columns at two parties predicts, the
+        gated model's validation score stayed at the majority rate for 14 epochs while its
+        loss fell (docs/selection.md, the xor set)."""
         last = result.best["epoch"]
         if self.majority_level is not None and result.best["val_metric"] <= self.majority_level:
             last = max(last, lowest_val_loss(result) or 0)
@@ -385,7 +390,10 @@ class VFL(StallRecovery, Strategy):
         if learned_above is not None and result.best["val_metric"] > learned_above:
             return waited >= patience
         steps = self.training.patience_steps
-        return waited >= max(patience, math.ceil(steps / self.epoch_steps))
+        floor = max(patience, math.ceil(steps / self.epoch_steps))
+        if learned_above is not None:  # not learned yet: wait as long as a dense run would
+            floor = max(floor, self.training.patience or 0)
+        return waited >= floor
 
 
 def learned_level(experiment: Experiment) -> float | None:

@@ -52,6 +52,18 @@ def test_patience_waits_while_the_validation_loss_still_falls():
     assert strategy.patience_over(13, history(10, 13, lowest_loss=12), 2)
 
 
+def test_a_warm_up_waits_as_a_dense_run_would_until_the_model_has_learned():
+    """A stage that ends soon after the model has learned (the path's warm-up, LESS-VFL's
+    pre-training: ``learned_above``) waits ``training.patience`` epochs while its best score
+    is no better than that, then its own patience alone."""
+    strategy = VFL(tiny_config("training.patience_steps=0 training.patience=10"))
+    strategy.majority_level = None
+    assert not strategy.patience_over(19, history(10, 19), 2, learned_above=0.95)
+    assert strategy.patience_over(20, history(10, 20), 2, learned_above=0.95)
+    assert strategy.patience_over(12, history(10, 12), 2, learned_above=0.85)  # learned
+    assert strategy.patience_over(12, history(10, 12), 2)  # not a warm-up: its own patience
+
+
 def test_a_model_one_test_row_above_the_majority_class_learned_nothing():
     assert 0.389 + majority_margin(0.389, 36) >= 0.417  # one row of 36 above the majority
     assert majority_margin(0.5, 10_000) == 0.005  # on many rows the floor
