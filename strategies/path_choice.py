@@ -24,7 +24,8 @@ class PathSettings:
     """``strategy.path``: how the penalty grows and how the model is chosen."""
 
     enabled: bool = True  # false: train at the strategy's fixed penalty (papers' protocol)
-    warmup_patience: int = 2  # dense epochs without a better validation score that end warm-up
+    warmup_patience: int = 2  # epochs without a better validation score that end warm-up,
+    # once the dense model beats the majority class (before: training.patience, VFL.patience_over)
     warmup_max_epochs: int | None = None  # None: training.epochs
     start: float = 0.05  # first penalty, in the penalty's unit (PathStrategy.penalty_unit)
     growth: float = 2.0  # ratio of consecutive penalties
