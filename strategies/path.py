@@ -27,7 +27,9 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
    ``path.refit_probes`` top-k sets of the path's ranking between them (:func:`next_probe`).
    The sparsest good model is reported (:func:`choose_refit`: within the tolerance of the best
    score, and within one standard error of the lowest validation loss, sample by sample), the
-   dense one (never refit) included: if it wins, the run says so.
+   dense model included, with its warm-up score and, with ``path.refit_dense`` (the default),
+   refit after the probes as the plain model on every feature (the gated or penalised
+   warm-up can underfit what the plain model fits): if it wins, the run says so.
 """
 
 from __future__ import annotations
@@ -338,8 +340,13 @@ class PathStrategy(VFL):
         refits = progress.refits
         assert refits is not None
         pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
-        # A resumed run goes on from its refit; the probes follow the candidates.
-        while refits.done < len(pool) or progress.add_probe(self.path):
+        # A resumed run goes on from its refit; the probes follow the candidates, the dense
+        # model's refit the probes (so that it changes no candidate's or probe's training).
+        while (
+            refits.done < len(pool)
+            or progress.add_probe(self.path)
+            or progress.add_dense(self.path)
+        ):
             i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
@@ -360,12 +367,13 @@ class PathStrategy(VFL):
         choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
-        if win == 0:
+        if scores[win][0].point == 0 and not scores[win][0].top_k:
             log.warning(
-                "no refit scored within the tolerance %.4f of the dense model (validation "
-                "%.4f): reporting the dense model",
+                "no sparser model scored within the tolerance %.4f of the dense model "
+                "(validation %.4f): reporting the dense model%s",
                 slack,
-                scores[0][1],
+                scores[win][1],
+                "" if win == 0 else ", refit",
             )
             choice["fallback"] = "dense"
         else:

@@ -37,6 +37,7 @@ class PathSettings:
     standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
     max_features: int | None = None  # a budget: choose among points keeping at most this many
     refit: bool = True
+    refit_dense: bool = True  # refit the dense point too: the plain model on every feature
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     refit_probes: int = 3  # then refit this many selections of the ranking between them
     denser_probes: int = 2  # then refit up to this many of twice the winner's top features

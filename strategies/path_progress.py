@@ -50,7 +50,8 @@ class Fitted:
 @dataclass
 class Refits:
     """The refits of the candidate points: which, on what features, and the models and
-    scores so far (the dense model first, with its warm-up score: it is never refit)."""
+    scores so far (the dense model first, with its warm-up score; with ``path.refit_dense``
+    the dense point is refit too, after the probes, without gates or penalty)."""
 
     pool: list[PathPoint]
     keeps: list[list[list[int]]]  # per candidate, per party: the features it refits on
@@ -148,4 +149,21 @@ class PathProgress:
         )  # fmt: skip
         refits.pool.append(probe)
         refits.keeps.append(selected)
+        return True
+
+    def add_dense(self, settings: PathSettings) -> bool:
+        """Add the dense point to refit once the probes are done (``path.refit_dense``, and no
+        feature budget): the plain model on every feature, no gates, no penalty. The gated or
+        penalised warm-up can underfit what it fits (a product of two columns held by two
+        parties), and the choice measures every model against the best. False when it is
+        refit already or not asked for."""
+        refits = self.refits
+        assert refits is not None
+        dense = self.points[0]
+        if not settings.refit_dense or settings.max_features is not None or not dense.kept:
+            return False
+        if any(p.point == 0 and p.top_k is None for p in refits.pool):
+            return False
+        refits.pool.append(dense)
+        refits.keeps.append(dense.selected)
         return True

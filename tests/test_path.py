@@ -252,9 +252,14 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     one_se = choose(points, choice["tolerance"], None)
     refits = choice["refits"]
     assert one_se.point == 0 or one_se.point in [r["point"] for r in refits if not r["top_k"]]
-    candidates = [r["kept"] for r in refits if not r["top_k"]]
+    # the dense point is refit once (path.refit_dense), the plain model on every feature,
+    # after the candidates and the probes
+    dense_refits = [i for i, r in enumerate(refits) if r["point"] == 0 and not r["top_k"]]
+    assert len(dense_refits) == 1 and refits[dense_refits[0]]["kept"] == path[0]["kept"]
+    assert all(r["top_k"] for r in refits[dense_refits[0] + 1 :])
+    candidates = [r["kept"] for r in refits[: dense_refits[0]] if not r["top_k"]]
     assert candidates == sorted(candidates, reverse=True)  # the probes follow them
-    # the dense model competes with its warm-up score, without a refit
+    # the dense model competes with its warm-up score too
     dense = {"point": 0, "kept": path[0]["kept"], "val_metric": path[0]["val_metric"]}
     scored = [{**dense, "good": choice["dense_good"]}, *refits]
     top = max(r["val_metric"] for r in scored)
@@ -265,7 +270,7 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     chosen = path[choice["point"]]
     best = max(p["val_metric"] for p in path)
     slack = PathSettings().candidate_slack * choice["tolerance"]
-    assert chosen["val_metric"] >= best - slack
+    assert "fallback" in choice or chosen["val_metric"] >= best - slack
     stages = (tmp_path / "history.csv").read_text().splitlines()
     column = stages[0].split(",").index("stage")
     order = [line.split(",")[column] for line in stages[1:]]

@@ -111,8 +111,9 @@ def stg_reference(tmp_path_factory) -> tuple[dict, object]:
 
 
 # Where the run stops: the stage and which of its epochs. Mid-path: after the first point (its
-# points so far, its penalty); in the refits: the first's, then the last's: a probe of the
-# path's ranking, added once the two candidates were refit (their scores and losses kept).
+# points so far, its penalty); in the refits: the first's, then the last's: the dense model's,
+# added once the two candidates and a probe of the path's ranking were refit (their scores and
+# losses kept).
 STOPS = [("warmup", 1), ("path", 5), ("refit", 1), ("refit", -2)]
 
 
@@ -121,7 +122,8 @@ def test_stg_path_resumes_in_every_stage(tmp_path, monkeypatch, stg_reference, s
     reference, ref_dir = stg_reference
     assert reference["selection"]["selected_features"] < 40  # the refits keep fewer
     refits = reference["extra"]["path_choice"]["refits"]
-    assert len(refits) == 3 and refits[-1]["top_k"]  # two candidates, then a probe
+    assert len(refits) == 4 and refits[-2]["top_k"]  # two candidates, a probe, ...
+    assert refits[-1]["point"] == 0 and refits[-1]["kept"] == 40  # ... the dense model
     epochs = [r["epoch"] for r in reference_history(ref_dir) if r["stage"] == stage]
     out = tmp_path / "run"
     stopped_run(tiny_config(STG), out, epochs[index], monkeypatch)
