@@ -381,7 +381,7 @@ class VFL(StallRecovery, Strategy):
         ``training.patience`` epochs, as a dense run would, then ``patience`` epochs alone. A
         warm-up that ends before the model has learned starts the path from an untrained
         model: on a label that only an interaction of two columns at two parties predicts, the
-        gated model's validation score stayed at the majority rate for 14 epochs while its
+        gated model's validation score stayed at the majority rate for 13 epochs while its
         loss fell (docs/selection.md, the xor set)."""
         last = result.best["epoch"]
         if self.majority_level is not None and result.best["val_metric"] <= self.majority_level:
