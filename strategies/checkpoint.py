@@ -227,12 +227,7 @@ def completed(out_dir: Path) -> None:
 
 def _server_model(strategy: Strategy, experiment: Experiment, saved: dict):
     """The strategy's top model as the checkpoint holds it (a refit's is plain VFL's)."""
-    from .vfl import VFL
-
-    if getattr(strategy, "refitting", False):
-        server = VFL.make_server_model(strategy, experiment)  # type: ignore[arg-type]
-    else:
-        server = strategy.make_server_model(experiment)  # type: ignore[attr-defined]
+    server = strategy.stage_server_model(experiment)  # type: ignore[attr-defined]
     server.model.load_state_dict(saved["model"])
     server.reset_optimizer(saved["optimizer_spec"])
     server.optimizer.load_state_dict(saved["optimizer"])

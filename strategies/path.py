@@ -20,16 +20,9 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 3. **Choice.** The sparsest point whose validation score is within ``path.tolerance`` of the
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
-4. **Refit.** The parties rebuild their bottom models on a candidate's features and
-   components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
-   trains them with early stopping on validation. The candidates are the chosen point, the
-   best-scoring one and sparser ones near the best (:func:`candidates`), then up to
-   ``path.refit_probes`` top-k sets of the path's ranking between them (:func:`next_probe`).
-   The sparsest good model is reported (:func:`choose_refit`: within the tolerance of the best
-   score, and within one standard error of the lowest validation loss, sample by sample), the
-   dense model included, with its warm-up score and, with ``path.refit_dense`` (the default),
-   refit after the probes as the plain model on every feature (the gated or penalised
-   warm-up can underfit what the plain model fits): if it wins, the run says so.
+4. **Refit.** Candidates near the choice, probes of the path's ranking and the dense model
+   are refit without penalty, and the sparsest good model is reported
+   (:mod:`vflfs.strategies.path_refit`).
 """
 
 from __future__ import annotations
@@ -40,35 +33,24 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
-from vflfs.protocol import IMPORTANCE, PENALTY, SELECTION, PenaltyRequest
+from vflfs.protocol import PENALTY, SELECTION, PenaltyRequest
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import resumed_first, resuming
-from .interactive import make_layer
-from .path_choice import (
-    PathPoint,
-    PathSettings,
-    candidates,
-    choose,
-    choose_refit,
-    good_models,
-    refit_rows,
-    tolerance,
-)
+from .checkpoint import resuming
+from .path_choice import PathPoint, PathSettings, candidates, choose, tolerance
 from .path_progress import Fitted, PathProgress, Refits
+from .path_refit import PathRefits
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
 from .vfl import VFL, learned_level, party_importance
 
 
-class PathStrategy(VFL):
+class PathStrategy(PathRefits, VFL):
     """VFL whose penalty (gates or lasso) follows a regularisation path, then a refit."""
 
     name = Strategy.name  # a skeleton, not registered: not a strategy of its own
-    refitting = False
     dense: Fitted  # the warm-up's model
-    reported: Fitted | None = None  # the model the path's choice reports
     progress: PathProgress | None = None  # how far the path has come (kept by checkpoints)
     learned_above: float | None = None  # the warm-up's learned_level (steps floor until then)
 
@@ -302,128 +284,3 @@ class PathStrategy(VFL):
         if self.path.enabled:
             spec["penalty_scale"] = 0.0  # the dense warm-up
         return spec
-
-    def within_budget(self, federation: Federation, chosen: PathPoint) -> list[list[int]]:
-        """The chosen point's features, cut to ``path.max_features`` by the parties' own
-        importance (gate or input-column norm) when the path never came within the budget."""
-        budget = self.path.max_features
-        if budget is None or chosen.kept <= budget:
-            return chosen.selected
-        values = [np.asarray(r.values) for r in federation.broadcast(IMPORTANCE)]
-        ranked = sorted(
-            (float(v[f]), m, f)
-            for m, (v, sel, c) in enumerate(
-                zip(values, chosen.selected, chosen.components, strict=True)
-            )
-            if c
-            for f in sel
-        )[::-1][:budget]
-        log.info("the path ended above the budget: keeping the %d most important features", budget)
-        return [sorted(f for _, n, f in ranked if n == m) for m in range(len(values))]
-
-    def refit_candidates(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
-        progress: PathProgress,
-    ) -> None:
-        """Refit the candidate points (:func:`candidates`), then the probes of the path's
-        ranking (:meth:`PathProgress.add_probe`), and keep the sparsest good model
-        (:func:`choose_refit`: its validation score and per-sample losses measured against
-        the best); the dense model competes with its warm-up score (the run warns if it wins).
-
-        Each model's epochs, selection and feature importance are recorded as it finishes, so
-        the winner is reported wherever it came in the order (the parties hold the last one).
-        """
-        refits = progress.refits
-        assert refits is not None
-        pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
-        # A resumed run goes on from its refit; the probes follow the candidates, the dense
-        # model's refit the probes (so that it changes no candidate's or probe's training).
-        while (
-            refits.done < len(pool)
-            or progress.add_probe(self.path)
-            or progress.add_dense(self.path)
-        ):
-            i = refits.done
-            point = pool[i]
-            first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
-            models.append(Fitted.now(federation, result, first, None, self.val_losses_at_lowest))
-            scores.append((point, float(result.best["val_metric"])))
-            log.info(
-                "refit %d (%s, %d features): validation %.4f",
-                i + 1,
-                point.label,
-                point.kept,
-                scores[-1][1],
-            )
-        losses = [m.val_losses for m in models]
-        win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
-        choice = result.extra["path_choice"]
-        choice["dense_good"] = 0 in good
-        choice["refits"] = refit_rows(scores, losses, good, [(m.first, m.stop) for m in models])
-        choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
-        self.reported = models[win]
-        self.reported.report(result)
-        if scores[win][0].point == 0 and not scores[win][0].top_k:
-            log.warning(
-                "no sparser model scored within the tolerance %.4f of the dense model "
-                "(validation %.4f): reporting the dense model%s",
-                slack,
-                scores[win][1],
-                "" if win == 0 else ", refit",
-            )
-            choice["fallback"] = "dense"
-        else:
-            chosen = pool[win - 1]
-            log.info("chosen after refits: %s, %d features", chosen.label, chosen.kept)
-
-    def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
-        """The reported model's feature importance (asked when it finished training)."""
-        if self.reported is None:
-            super().finish(federation, experiment, result)
-        else:
-            result.importance.extend(self.reported.importance)
-
-    def refit(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
-        chosen: PathPoint,
-        selected: list[list[int]],
-    ) -> int:
-        """Fresh models on ``selected`` features and the chosen point's components, trained
-        without penalty from the next epoch on; returns the refit's first epoch."""
-        epochs = self.path.refit_max_epochs or 3 * self.training.epochs
-        if resuming(self):  # a resumed refit has its models and settings back
-            epoch = resumed_first(self)
-            self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
-            return epoch
-        epoch = len(result.history)
-        self.refitting, self.stage = True, "refit"
-        # A party that keeps no feature sends nothing, and one whose components are all
-        # closed keeps no feature: neither could change the prediction.
-        self.refit_keep = [
-            {"features": f if c else [], "components": c if f else []}
-            for f, c in zip(selected, chosen.components, strict=True)
-        ]
-        with federation.traffic.in_phase("setup"):
-            self.setup_parties(federation, experiment)
-        self.widths = [len(keep["components"]) for keep in self.refit_keep]
-        self.server = VFL.make_server_model(self, experiment)
-        self.layer = make_layer(self.secure, federation, experiment, self.server)
-        for p, keep in zip(result.parties, self.refit_keep, strict=True):
-            p.selected = list(keep["features"])
-            p.selected_at_best = None
-            p.components = len(keep["components"])
-        result.best_from = epoch
-        # Twice the training's patience by default: on few columns a refit's validation score
-        # can stall for more than training.patience epochs and then climb again (MADELON, 5
-        # folds: a refit patience of 10 -> 20 moved fedsdg_fs 81.8 -> 85.5%, stg 83.5 -> 85.0%).
-        self.patience = self.path.refit_patience or 2 * (self.training.patience or 5)
-        self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + epochs)
-        return epoch

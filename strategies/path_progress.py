@@ -5,7 +5,7 @@ keeps it between the path's stages, so a resumed run goes on where it stopped
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -151,10 +151,13 @@ class PathProgress:
         refits.keeps.append(selected)
         return True
 
-    def add_dense(self, settings: PathSettings) -> bool:
+    def add_dense(
+        self, settings: PathSettings, everything: tuple[list[list[int]], list[list[int]]]
+    ) -> bool:
         """Add the dense point to refit once the probes are done (``path.refit_dense``, and no
-        feature budget): the plain model on every feature, no gates, no penalty. The gated or
-        penalised warm-up can underfit what it fits (a product of two columns held by two
+        feature budget) as the plain model on ``everything`` (per party: every feature, every
+        embedding component), no gates, no penalty: the model of ``strategy=vfl``. The gated
+        or penalised warm-up can underfit what it fits (a product of two columns held by two
         parties), and the choice measures every model against the best. False when it is
         refit already or not asked for."""
         refits = self.refits
@@ -164,6 +167,7 @@ class PathProgress:
             return False
         if any(p.point == 0 and p.top_k is None for p in refits.pool):
             return False
-        refits.pool.append(dense)
-        refits.keeps.append(dense.selected)
+        features, components = everything
+        refits.pool.append(replace(dense, selected=features, components=components))
+        refits.keeps.append(features)
         return True

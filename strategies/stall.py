@@ -15,7 +15,7 @@ import numpy as np
 from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import resumed_first
+from .checkpoint import resumed_first, resuming
 from .interactive import make_layer
 from .result import RunResult
 from .strategy import EpochCallback, log
@@ -79,8 +79,9 @@ class StallRecovery:
         result: RunResult,
         on_epoch: EpochCallback | None,
         epochs: int,
+        first: int = 0,
     ) -> None:
-        """Epochs 0 .. ``epochs`` - 1, with the first ones watched for a stalled start.
+        """Epochs ``first`` .. ``epochs`` - 1, with the first ones watched for a stalled start.
 
         While the training loss of the first ``STALL_EPOCHS`` epochs stays at the uniform
         prediction's (the class prior's entropy) and validation at the majority rate, the
@@ -88,7 +89,7 @@ class StallRecovery:
         (at most ``MAX_RESTARTS`` times; each is logged and recorded). The check rides on the
         epochs' own evaluation: a run that does not stall sends no extra message.
         """
-        first = resumed_first(self)
+        first = resumed_first(self) if resuming(self) else first
         while True:
             self.stall_watch = (first, first + STALL_EPOCHS - 1)
             self.stall_found = False
@@ -111,7 +112,7 @@ class StallRecovery:
             )
             with federation.traffic.in_phase("setup"):
                 self.setup_parties(federation, experiment)
-            self.server = self.make_server_model(experiment)
+            self.server = self.stage_server_model(experiment)
             self.layer = make_layer(self.secure, federation, experiment, self.server)
             result.best_from = first
 

@@ -58,6 +58,9 @@ class VFL(StallRecovery, Strategy):
     curvature: list[np.ndarray] | None = None
     uploaded_floats = 0  # training-row embedding floats the parties uploaded (analytic count)
     stage = "dense"  # the history's "stage" column
+    # the epoch whose batches are the training rows' shuffle 0 (a path's dense refit: its own
+    # first epoch, so that it draws the batches a run of strategy=vfl draws)
+    shuffle_origin = 0
     val_losses: np.ndarray | None = None  # each validation sample's loss at the last epoch
     # ... at the window's lowest mean validation loss: what paired model choices compare, so
     # that a model trained on past its loss minimum (more confident, same accuracy) is not
@@ -139,6 +142,10 @@ class VFL(StallRecovery, Strategy):
             experiment.seed + RESTART_SEED * self.restarts,
             resolve_device(str(self.cfg.device), 0),
         )
+
+    def stage_server_model(self, experiment: Experiment) -> ServerModel:
+        """A fresh top model for what the run trains now (a restart builds one too)."""
+        return self.make_server_model(experiment)
 
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Ask each party how much its model uses each input feature (for the report)."""
@@ -256,16 +263,16 @@ class VFL(StallRecovery, Strategy):
             start, grads, losses = resumed.epoch + 1, resumed.grads, resumed.losses
         for epoch in range(start, stop + 1):
             last = epoch == stop
-            batches = (
-                [] if last else epoch_batches(experiment.splits.train, size, experiment.seed, epoch)
-            )
+            shuffle = epoch - self.shuffle_origin  # the epoch's shuffle of the training rows
+            seed, rows = experiment.seed, experiment.splits.train
+            batches = [] if last else epoch_batches(rows, size, seed, shuffle)
             groups = chunked(batches, self.local.k) or [[]]
             r = done = 0  # rounds and batches of the epoch sent so far
             while r < len(groups):
                 group = groups[r]
                 closing = epoch > first and r == 0
                 # the parties draw the same batches from the training rows given at setup
-                plan = BatchPlan(experiment.seed, epoch, size, done, len(group)) if group else None
+                plan = BatchPlan(seed, shuffle, size, done, len(group)) if group else None
                 done += len(group)
                 with federation.traffic.in_phase("training"):
                     replies = self.exchange(federation, grads, plan, evaluate=closing)

@@ -255,7 +255,8 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     # the dense point is refit once (path.refit_dense), the plain model on every feature,
     # after the candidates and the probes
     dense_refits = [i for i, r in enumerate(refits) if r["point"] == 0 and not r["top_k"]]
-    assert len(dense_refits) == 1 and refits[dense_refits[0]]["kept"] == path[0]["kept"]
+    every = sum(len(p["columns"]) for p in summary["parties"])
+    assert len(dense_refits) == 1 and refits[dense_refits[0]]["kept"] == every
     assert all(r["top_k"] for r in refits[dense_refits[0] + 1 :])
     candidates = [r["kept"] for r in refits[: dense_refits[0]] if not r["top_k"]]
     assert candidates == sorted(candidates, reverse=True)  # the probes follow them
@@ -395,3 +396,27 @@ def test_a_refit_waits_twice_the_training_patience_past_its_best(tmp_path):
         first, stop = refit["epochs"]
         best = max(range(first, stop), key=lambda e: (val[e], -e))  # the earliest best
         assert stop - first == 3 * 6 or stop - 1 - best >= 2 * 2, refit
+
+
+@pytest.mark.parametrize("strategy", ["stg", "group_lasso"])
+def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
+    """The dense point's refit is strategy=vfl's model trained as strategy=vfl trains it
+    (every feature and component, the same initialisation, batches and learning rate): its
+    epochs score as the vfl run's do, whatever the warm-up and the path did before it."""
+    vfl = run_local(tiny_config("strategy=vfl training.epochs=6"), tmp_path / "vfl")
+    run = run_local(tiny_config(f"strategy={strategy} {QUICK}"), tmp_path / "path")
+    dense = run["extra"]["path_choice"]["refits"][-1]
+    every = sum(len(p["columns"]) for p in run["parties"])
+    assert (dense["point"], dense["top_k"], dense["kept"]) == (0, None, every)
+
+    def rows(folder, first: int) -> list[tuple[float, float, float]]:
+        with open(folder / "history.csv", newline="") as f:
+            history = list(csv.DictReader(f))[first:]
+        return [
+            (float(r["train_loss"]), float(r["val_loss"]), float(r["val_metric"])) for r in history
+        ]
+
+    expected = rows(tmp_path / "vfl", 0)
+    refit = rows(tmp_path / "path", dense["epochs"][0])[: len(expected)]
+    assert len(refit) == len(expected) == vfl["epochs_run"]
+    assert np.allclose(refit, expected, rtol=1e-5)

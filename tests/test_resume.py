@@ -99,6 +99,36 @@ def test_a_run_that_restarted_resumes_its_watched_epochs(tmp_path, monkeypatch):
     assert history(out) == history(tmp_path / "ref")
 
 
+def test_the_dense_refit_starts_at_the_configured_rate_and_resumes_its_restarts(
+    tmp_path, monkeypatch
+):
+    """The gated warm-up stalls and restarts twice (0.3 and 0.09 x the learning rate); the
+    dense point's refit is trained as ``strategy=vfl`` trains: at the configured rate, with a
+    stall watch of its own, so it restarts twice from its own first epochs. Stopped after its
+    first restart, the resumed run ends as the reference."""
+    options = (
+        "strategy=stg training.lr=1e-9 training.epochs=6 strategy.path.warmup_max_epochs=9 "
+        "strategy.path.points=1 strategy.path.max_points=1 strategy.path.steps_per_point=20 "
+        "strategy.path.refit_max_epochs=9 strategy.path.refit_probes=0 "
+        "strategy.path.denser_probes=0"
+    )
+    reference = run_job(tiny_config(options), tmp_path / "ref")
+    restarts = reference["extra"]["restarts"]
+    assert [r["lr_scale"] for r in restarts] == pytest.approx([0.3, 0.09, 0.3, 0.09])
+    dense = reference["extra"]["path_choice"]["refits"][-1]
+    assert (dense["point"], dense["top_k"]) == (0, None)
+    # the refit's own watch: three epochs, a restart, three more, a restart; the model it
+    # reports is the last restart's
+    refit_first = restarts[2]["epoch"] - 3
+    assert restarts[3]["epoch"] == refit_first + 6 == dense["epochs"][0]
+    out = tmp_path / "run"
+    stopped_run(tiny_config(options), out, restarts[2]["epoch"] + 1, monkeypatch)
+    resumed = run_job(tiny_config(f"{options} resume=true"), out)
+    same_run(resumed, reference)
+    assert resumed["extra"]["restarts"] == restarts
+    assert history(out) == history(tmp_path / "ref")
+
+
 def test_resume_without_checkpoint_starts_afresh(tmp_path):
     summary = run_job(tiny_config(f"{VFL} training.epochs=2 resume=true"), tmp_path)
     assert summary["epochs_run"] == 2 and "resumed" not in summary["extra"]
