@@ -137,6 +137,8 @@ class PathProgress:
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
+        if k > max(p.kept for p in self.points):  # more than the ranking holds: the dense
+            return False  # refit (every feature) won, or lies above the path's densest point
         selected = self.ranking.top(k)
         near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
         components = [

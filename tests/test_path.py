@@ -420,3 +420,24 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     refit = rows(tmp_path / "path", dense["epochs"][0])[: len(expected)]
     assert len(refit) == len(expected) == vfl["epochs_run"]
     assert np.allclose(refit, expected, rtol=1e-5)
+
+
+def test_no_probe_asks_for_more_features_than_the_path_ranked():
+    """The dense refit keeps every feature, more than the path's densest point when the
+    warm-up closed a gate: a winning dense refit leaves nothing to probe above that point."""
+    from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+
+    points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(5), np.ones(5)])
+    every = PathPoint(0, 0.0, 0, 0.8, 0.0, [list(range(5))] * 2, [[0], [0]], 0.0)
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    scores = [(points[0], 0.8), (points[1], 0.7), (every, 0.9)]
+    progress.refits = Refits([points[1], every], [[], []], [model] * 3, scores)
+    progress.slack = 0.01
+    # the dense refit (10 features) wins; halfway down to the 6 of the lost model is 8, more
+    # than the 6 features the path ever kept
+    assert next_probe([6, 4, 10], 2, [6, 4, 2]) == 8
+    assert not progress.add_probe(PathSettings())
+    assert len(progress.refits.pool) == 2
