@@ -128,7 +128,8 @@ class PathProgress:
             return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         path_kept = [p.kept for p in self.points]
-        kept = [p.kept for p, _ in refits.scores]
+        # the dense refit keeps every feature; the ranking holds those the path ever kept
+        kept = [min(p.kept, max(path_kept)) for p, _ in refits.scores]
         k, up = None, False
         if len(probes) - denser < settings.refit_probes:
             k = next_probe(kept, win, path_kept)
@@ -137,8 +138,6 @@ class PathProgress:
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
-        if k > max(p.kept for p in self.points):  # more than the ranking holds: the dense
-            return False  # refit (every feature) won, or lies above the path's densest point
         selected = self.ranking.top(k)
         near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
         components = [

@@ -422,9 +422,11 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     assert np.allclose(refit, expected, rtol=1e-5)
 
 
-def test_no_probe_asks_for_more_features_than_the_path_ranked():
+def test_a_winning_dense_refit_is_probed_below_as_the_path_ranked_it():
     """The dense refit keeps every feature, more than the path's densest point when the
-    warm-up closed a gate: a winning dense refit leaves nothing to probe above that point."""
+    warm-up closed a gate; the ranking holds only those the path kept, so the probes below
+    a winning dense refit start from the path's densest point (its warm-up model, with as
+    many features, does not count as a sparser model that lost)."""
     from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
 
     points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
@@ -436,8 +438,7 @@ def test_no_probe_asks_for_more_features_than_the_path_ranked():
     scores = [(points[0], 0.8), (points[1], 0.7), (every, 0.9)]
     progress.refits = Refits([points[1], every], [[], []], [model] * 3, scores)
     progress.slack = 0.01
-    # the dense refit (10 features) wins; halfway down to the 6 of the lost model is 8, more
-    # than the 6 features the path ever kept
-    assert next_probe([6, 4, 10], 2, [6, 4, 2]) == 8
-    assert not progress.add_probe(PathSettings())
-    assert len(progress.refits.pool) == 2
+    # the dense refit (10 features) wins; the 4-feature refit lost: halfway from 4 to the
+    # path's 6, not from the warm-up's 6 to 10 (a count the ranking does not hold)
+    assert progress.add_probe(PathSettings())
+    assert progress.refits.pool[-1].top_k == 5
