@@ -261,11 +261,10 @@ class VFL(StallRecovery, Strategy):
         resumed = resumed_loop(self, first, stop)  # a resumed run re-enters the loop here
         if resumed is not None:
             start, grads, losses = resumed.epoch + 1, resumed.grads, resumed.losses
+        seed, rows = experiment.seed, experiment.splits.train
         for epoch in range(start, stop + 1):
-            last = epoch == stop
             shuffle = epoch - self.shuffle_origin  # the epoch's shuffle of the training rows
-            seed, rows = experiment.seed, experiment.splits.train
-            batches = [] if last else epoch_batches(rows, size, seed, shuffle)
+            batches = [] if epoch == stop else epoch_batches(rows, size, seed, shuffle)
             groups = chunked(batches, self.local.k) or [[]]
             r = done = 0  # rounds and batches of the epoch sent so far
             while r < len(groups):
