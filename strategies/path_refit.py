@@ -80,7 +80,8 @@ class PathRefits:
         assert refits is not None
         pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
         # A resumed run goes on from its refit; the probes follow the candidates, the dense
-        # model's refit the probes (so that it changes no candidate's or probe's training).
+        # model's refit the probes (it changes no earlier refit's training; when it wins, a
+        # probe below it may follow).
         while (
             refits.done < len(pool)
             or progress.add_probe(self.path)
