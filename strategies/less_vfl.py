@@ -113,7 +113,7 @@ class LessVFL(CountChoice, VFL):
             spec["keep"] = keep
         return spec
 
-    def candidate_components(self, m: int) -> list[int]:
+    def count_components(self, m: int) -> list[int]:
         """While the kept count is chosen, party ``m`` sends its stage-2 components K_m."""
         assert self.components is not None
         return self.components[m]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import time
 
 import numpy as np
@@ -180,6 +181,31 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
     assert summary["selection"]["selected_features"] == extra["count_choice"]["chosen"]
     assert summary["selection"]["spurious_removed"] >= 0.75  # 7 of the 9 noise columns
     assert summary["test_metric"] > 0.85
+
+
+def test_the_count_of_every_feature_is_also_trained_as_the_vfl_run(tmp_path):
+    """Once the smaller counts are tried, the count choice trains every feature and
+    component as strategy=vfl trains them (the pre-trained model stood for them until then):
+    that candidate's epochs score as a vfl run's do."""
+    common = f"{SMALL} noise.ratio=1.0 training.epochs=12"
+    vfl = run_local(compose_config(f"{common} strategy=vfl"), tmp_path / "vfl")
+    lasso = compose_config(
+        f"{common} strategy=local_lasso strategy.party.epochs=8 strategy.select.refit_patience=1"
+    )
+    run = run_local(lasso, tmp_path / "lasso")
+    tried = run["extra"]["count_choice"]["tried"]
+    plain = [c for c in tried if c["plain"]]
+    assert len(plain) == 1 and plain[0]["k"] == 18 and plain[0]["per_party"] == [6, 6, 6]
+    assert tried.index(plain[0]) == len(tried) - 1  # after the smaller counts
+    first, stop = plain[0]["epochs"]
+    assert stop - first == vfl["epochs_run"] == 12
+
+    def rows(folder, first: int, stop: int) -> list[list[float]]:
+        with open(folder / "history.csv", newline="") as f:
+            history = list(csv.DictReader(f))[first:stop]
+        return [[float(r[c]) for c in ("train_loss", "val_loss", "val_metric")] for r in history]
+
+    assert np.allclose(rows(tmp_path / "lasso", first, stop), rows(tmp_path / "vfl", 0, 12))
 
 
 def test_group_lasso_applies_the_prox_every_step_then_prunes(tmp_path):
