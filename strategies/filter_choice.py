@@ -7,10 +7,10 @@ counts within that budget): for each, the parties rebuild their models on their 
 best k (a party with none sends nothing) and VFL trains with early stopping on validation.
 A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
 until validation stopped improving) lets it stand for the count d instead of training it
-again, as the path strategies' warm-up model stands for their dense point, and once the
-smaller counts are tried trains d once more as ``strategy=vfl``'s run (as the path strategies
-refit their dense model), so that the choice is never worse on validation than the
-all-features run by more than the tolerance. The kept count is
+again, as the path strategies' warm-up model stands for their dense point; once the count
+is chosen (and trained again, below) it trains d as ``strategy=vfl``'s run too, which joins the
+choice (as the path strategies refit their dense model), so that the choice is never worse on
+validation than the all-features run by more than the tolerance. The kept count is
 the smallest whose best validation score is within the tolerance of the best count's (one
 standard error by default, :func:`vflfs.strategies.path.tolerance`) and whose validation loss,
 sample by sample, the paired comparison cannot tell from the lowest, and the reported model is
@@ -190,17 +190,6 @@ class CountChoice:
         if s.refine:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
-        if any(c is dense for c in tried):
-            # The pre-trained model stood for d: d is also trained as strategy=vfl's run, so
-            # that the choice is never worse on validation than it by more than the tolerance
-            # (a short pre-training scored below it: ISOLET, 5 folds, 91.1 -> 92.5%).
-            plain = Candidate(total, [np.arange(len(r)) for r in ranks], 0, 0, plain=True)
-            self.train_plain(federation, experiment, result, on_epoch, plain)
-            tried.append(plain)
-            log.info(
-                "%s: all %d features, as vfl: validation %.4f", self.name, total, plain.val_metric
-            )
-            chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
         if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.
@@ -209,6 +198,20 @@ class CountChoice:
             tried.pop()
             record["refit"] = refit.row()
             chosen = refit if refit.val_metric >= chosen.val_metric else chosen
+        if any(c is dense for c in tried):
+            # The pre-trained model stood for d: d is trained once more as strategy=vfl's run
+            # and joins the choice, so that it is never worse on validation than that run by
+            # more than the tolerance (a short pre-training scored below it on ISOLET).
+            plain = Candidate(total, [np.arange(len(r)) for r in ranks], 0, 0, plain=True)
+            self.train_plain(federation, experiment, result, on_epoch, plain)
+            log.info(
+                "%s: all %d features, as vfl: validation %.4f", self.name, total, plain.val_metric
+            )
+            others = [c for c in tried if c.k != chosen.k]
+            chosen, slack = smallest_good(
+                [*others, chosen, plain], experiment, s.tolerance, s.standard_errors
+            )
+            record.update(plain=plain.row(), chosen=chosen.k, tolerance=slack)
         self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)

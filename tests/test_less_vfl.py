@@ -184,20 +184,21 @@ def test_defaults_pretrain_until_validation_stops_then_choose_the_count(tmp_path
 
 
 def test_the_count_of_every_feature_is_also_trained_as_the_vfl_run(tmp_path):
-    """Once the smaller counts are tried, the count choice trains every feature and
-    component as strategy=vfl trains them (the pre-trained model stood for them until then):
-    that candidate's epochs score as a vfl run's do."""
+    """Once the count is chosen and trained again, the count choice trains every feature and
+    component as strategy=vfl trains them (the pre-trained model stood for them until then),
+    and weighs that model too: its epochs score as a vfl run's do."""
     common = f"{SMALL} noise.ratio=1.0 training.epochs=12"
     vfl = run_local(compose_config(f"{common} strategy=vfl"), tmp_path / "vfl")
     lasso = compose_config(
         f"{common} strategy=local_lasso strategy.party.epochs=8 strategy.select.refit_patience=1"
     )
     run = run_local(lasso, tmp_path / "lasso")
-    tried = run["extra"]["count_choice"]["tried"]
-    plain = [c for c in tried if c["plain"]]
-    assert len(plain) == 1 and plain[0]["k"] == 18 and plain[0]["per_party"] == [6, 6, 6]
-    assert tried.index(plain[0]) == len(tried) - 1  # after the smaller counts
-    first, stop = plain[0]["epochs"]
+    choice = run["extra"]["count_choice"]
+    plain = choice["plain"]
+    assert plain["plain"] and plain["k"] == 18 and plain["per_party"] == [6, 6, 6]
+    assert plain["epochs"][0] == choice["refit"]["epochs"][1]  # after the second training
+    assert not any(c["plain"] for c in choice["tried"])
+    first, stop = plain["epochs"]
     assert stop - first == vfl["epochs_run"] == 12
 
     def rows(folder, first: int, stop: int) -> list[list[float]]:
