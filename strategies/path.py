@@ -205,7 +205,7 @@ class PathStrategy(PathRefits, VFL):
         self.learned_above = -math.inf if level is None else level  # regression: epochs only
         stop = self.path.warmup_max_epochs or self.training.epochs
         self.start_reliably(federation, experiment, result, on_epoch, stop)
-        self.stage = "path"
+        self.stage, self.warmup_restarts = "path", self.restarts
         return len(result.history)
 
     def epochs_per_point(self, experiment: Experiment) -> int:

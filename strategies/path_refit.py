@@ -41,6 +41,7 @@ class PathRefits:
     reported: Fitted | None = None  # the model the path's choice reports
     refit_stop = 0  # the epoch the refit in training stops at, at the latest
     refit_plain = False  # whether it is the dense point's refit (trained as plain VFL)
+    warmup_restarts = 0  # the warm-up's restarts: the other refits train at its learning rate
 
     def within_budget(self, federation: Federation, chosen: PathPoint) -> list[list[int]]:
         """The chosen point's features, cut to ``path.max_features`` by the parties' own
@@ -156,8 +157,7 @@ class PathRefits:
         # XOR stalled the gated warm-up twice; at its reduced rate the refit learned nothing).
         self.refit_plain = chosen.point == 0 and chosen.top_k is None
         self.shuffle_origin = epoch if self.refit_plain else 0
-        if self.refit_plain:
-            self.restarts = 0
+        self.restarts = 0 if self.refit_plain else self.warmup_restarts
         # A party that keeps no feature sends nothing, and one whose components are all
         # closed keeps no feature: neither could change the prediction.
         self.refit_keep = [
