@@ -43,7 +43,7 @@ from .local_steps import LocalSteps
 from .registry import register
 from .result import PartyReport, RunResult
 from .settings import SecureConfig
-from .stall import RESTART_LR, RESTART_SEED, StallRecovery, restarted
+from .stall import RESTART_SEED, StallRecovery, lr_scale, restarted
 from .strategy import EpochCallback, Strategy, log
 
 
@@ -138,7 +138,7 @@ class VFL(StallRecovery, Strategy):
             experiment.task,
             self.widths,
             TopSpec.from_dict(dict(self.cfg.model.top)),
-            {"name": t.optimizer, "lr": t.lr * RESTART_LR**self.restarts},
+            {"name": t.optimizer, "lr": t.lr * lr_scale(self.restarts)},
             experiment.seed + RESTART_SEED * self.restarts,
             resolve_device(str(self.cfg.device), 0),
         )

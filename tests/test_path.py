@@ -223,13 +223,30 @@ def test_stall_is_the_uniform_prediction_at_the_majority_rate():
 
 
 def test_a_restart_lowers_every_learning_rate_of_a_party():
-    from vflfs.strategies.stall import RESTART_LR, restarted
+    from vflfs.strategies.stall import MAX_RESTARTS, RESTART_LR, restarted
 
     spec = {"seed": 1, "optimizer": {"lr": 0.01}, "gates": {"input": {"lam": 1.0, "lr": 0.1}}}
     assert restarted(dict(spec), 0) == spec
     again = restarted(spec, 2)
     assert again["optimizer"]["lr"] == pytest.approx(0.01 * RESTART_LR**2) and again["seed"] != 1
     assert again["gates"]["input"] == {"lam": 1.0, "lr": pytest.approx(0.1 * RESTART_LR**2)}
+    last = restarted(dict(spec, optimizer={"lr": 0.01}), MAX_RESTARTS + 1)
+    assert last["optimizer"]["lr"] == 0.01 and last["seed"] not in (1, again["seed"])
+
+
+@pytest.mark.parametrize(("epochs", "scales"), [(12, [0.3, 0.09, 1.0]), (9, [0.3, 0.09])])
+def test_a_start_stalled_at_the_smallest_rate_restarts_at_the_configured_one(
+    tmp_path, epochs, scales
+):
+    """At a rate too small to leave the uniform prediction every watched window stalls: two
+    restarts at smaller rates, a last one at the configured rate, then no more watching. A
+    window ending at the run's last epoch is not restarted."""
+    cfg = tiny_config(f"strategy=vfl training.lr=1e-9 training.epochs={epochs}")
+    summary = run_local(cfg, tmp_path)
+    restarts = summary["extra"]["restarts"]
+    assert [r["epoch"] for r in restarts] == [3, 6, 9][: len(scales)]
+    assert [r["lr_scale"] for r in restarts] == pytest.approx(scales)
+    assert summary["epochs_run"] == epochs
 
 
 @pytest.mark.parametrize("strategy", ["stg", "group_lasso"])
