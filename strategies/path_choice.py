@@ -85,6 +85,7 @@ class PathPoint:
     mb: float
     top_k: int | None = None  # not a trained point: the path ranking's top features
     denser: bool = False  # a probe of twice the winner's features (:func:`denser_probe`)
+    ranking: str = "path"  # a probe's ranking: the path's, or the winning dense refit's
     kept: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,12 +94,15 @@ class PathPoint:
     @property
     def label(self) -> str:
         """How the log names it."""
-        return f"top {self.top_k} of the ranking" if self.top_k else f"path point {self.point}"
+        if not self.top_k:
+            return f"path point {self.point}"
+        by = "the dense refit" if self.ranking == "dense" else "the path"
+        return f"top {self.top_k} of {by}'s ranking"
 
     def row(self) -> dict:
         """The point's row in ``results.json``'s ``path`` (trained points: no probe fields)."""
         out = asdict(self)
-        del out["top_k"], out["denser"]
+        del out["top_k"], out["denser"], out["ranking"]
         out["per_party"] = [
             len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
         ]
@@ -230,6 +234,7 @@ def refit_rows(
             "val_loss": None if loss is None else float(np.mean(loss)),
             "good": i in good,
             "epochs": list(span),
+            **({"ranking": p.ranking} if p.top_k else {}),
         }
         for i, ((p, score), loss, span) in enumerate(zip(scores, losses, epochs, strict=True))
         if i > 0

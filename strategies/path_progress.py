@@ -102,6 +102,13 @@ class Ranking:
         )[:k]
         return [sorted(-f for _, _, n, f in ranked if -n == m) for m in range(len(self.last))]
 
+    @classmethod
+    def of_model(cls, importance: list[dict]) -> Ranking:
+        """Every feature, ranked by how much a trained model uses it (:class:`Fitted`'s
+        ``importance``: per party, a gate or input-column norm per feature)."""
+        score = [np.asarray(d["values"], np.float64) for d in importance]
+        return cls([np.zeros(len(v), np.int64) for v in score], score)
+
 
 @dataclass
 class PathProgress:
@@ -138,19 +145,51 @@ class PathProgress:
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
-        selected = self.ranking.top(k)
+        dense = self.dense_refit()
+        if dense is not None and (win == dense or refits.scores[win][0].ranking == "dense"):
+            probe = self.dense_probe(dense, k, up)
+        else:
+            probe = self.path_probe(k, up)
+        refits.pool.append(probe)
+        refits.keeps.append(probe.selected)
+        return True
+
+    def path_probe(self, k: int, denser: bool) -> PathPoint:
+        """The top ``k`` of the path's ranking, with the components of the sparsest point
+        that kept as many features."""
         near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
         components = [
             c if c else next((q.components[m] for q in self.points if q.components[m]), [])
             for m, c in enumerate(near.components)
         ]
-        probe = PathPoint(
+        return PathPoint(
             near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
-            selected, components, near.mb, top_k=k, denser=up,
+            self.ranking.top(k), components, near.mb, top_k=k, denser=denser,
         )  # fmt: skip
-        refits.pool.append(probe)
-        refits.keeps.append(selected)
-        return True
+
+    def dense_probe(self, dense: int, k: int, denser: bool) -> PathPoint:
+        """The top ``k`` features of the dense refit's ranking (its input-column norms), on
+        its components: below a winning dense refit the path's ranking has lost to the plain
+        model, whose own ranking then chooses (a cross-party XOR whose gated warm-up never
+        learned: the path ranked noise, the dense refit's two largest norms were the XOR's
+        columns)."""
+        assert self.refits is not None
+        model, (point, _) = self.refits.models[dense], self.refits.scores[dense]
+        selected = Ranking.of_model(model.importance).top(k)
+        return replace(point, selected=selected, top_k=k, denser=denser, ranking="dense")
+
+    def dense_refit(self) -> int | None:
+        """The index of the dense point's refit among the models compared, once trained."""
+        assert self.refits is not None
+        scores = self.refits.scores
+        return next(
+            (
+                i
+                for i in range(1, len(scores))
+                if scores[i][0].point == 0 and not scores[i][0].top_k
+            ),
+            None,
+        )
 
     def add_dense(
         self, settings: PathSettings, everything: tuple[list[list[int]], list[list[int]]]

@@ -439,11 +439,12 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     assert np.allclose(refit, expected, rtol=1e-5)
 
 
-def test_a_winning_dense_refit_is_probed_below_as_the_path_ranked_it():
-    """The dense refit keeps every feature, more than the path's densest point when the
-    warm-up closed a gate; the ranking holds only those the path kept, so the probes below
-    a winning dense refit start from the path's densest point (its warm-up model, with as
-    many features, does not count as a sparser model that lost)."""
+def test_a_winning_dense_refit_is_probed_below_by_its_own_ranking():
+    """Below a winning dense refit the probes take its own ranking (its input-column norms),
+    not the path's, which lost to it; they count from the path's densest point (the dense
+    refit keeps every feature, more than the path's densest point when the warm-up closed a
+    gate). A probe of that ranking that wins is probed below by the same ranking; a path
+    point that wins, by the path's."""
     from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
 
     points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
@@ -452,10 +453,26 @@ def test_a_winning_dense_refit_is_probed_below_as_the_path_ranked_it():
         progress.ranking.update(p.point, p.selected, p.components, [np.ones(5), np.ones(5)])
     every = PathPoint(0, 0.0, 0, 0.8, 0.0, [list(range(5))] * 2, [[0], [0]], 0.0)
     model = Fitted(first=0, stop=1, parties=[], importance=[])
-    scores = [(points[0], 0.8), (points[1], 0.7), (every, 0.9)]
-    progress.refits = Refits([points[1], every], [[], []], [model] * 3, scores)
+    norms = [{"values": [0.1, 0.2, 0.3, 5.0, 0.5]}, {"values": [4.0, 0.0, 0.0, 0.0, 3.0]}]
+    dense = Fitted(first=0, stop=1, parties=[], importance=norms)
+    scores = [(points[0], 0.8), (every, 0.9)]
+    progress.refits = Refits([every], [[]], [model, dense], scores)
     progress.slack = 0.01
-    # the dense refit (10 features) wins; the 4-feature refit lost: halfway from 4 to the
-    # path's 6, not from the warm-up's 6 to 10 (a count the ranking does not hold)
+    # the dense refit (10 features) wins: halfway from the path's next point (4) to its
+    # densest (6), not to the dense refit's 10 (a count the path's ranking does not hold)
     assert progress.add_probe(PathSettings())
-    assert progress.refits.pool[-1].top_k == 5
+    probe = progress.refits.pool[-1]
+    assert (probe.top_k, probe.ranking, probe.point) == (5, "dense", 0)
+    assert probe.selected == [[2, 3, 4], [0, 4]] and probe.components == [[0], [0]]
+    assert probe.label == "top 5 of the dense refit's ranking"
+    progress.refits.models.append(model)
+    progress.refits.scores.append((probe, 0.95))
+    assert progress.add_probe(PathSettings())
+    probe = progress.refits.pool[-1]
+    assert (probe.top_k, probe.ranking, probe.selected) == (4, "dense", [[3, 4], [0, 4]])
+    progress.refits.models.append(model)
+    progress.refits.scores.append((probe, 0.99))
+    progress.refits.scores[-1] = (points[2], 0.99)  # a path point (2 features) wins instead
+    progress.refits.pool[-1] = points[2]
+    assert progress.add_probe(PathSettings())
+    assert progress.refits.pool[-1].ranking == "path"
