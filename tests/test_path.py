@@ -439,12 +439,15 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     assert np.allclose(refit, expected, rtol=1e-5)
 
 
-def test_a_winning_dense_refit_is_probed_below_by_its_own_ranking():
-    """Below a winning dense refit the probes take its own ranking (its input-column norms),
-    not the path's, which lost to it; they count from the path's densest point (the dense
-    refit keeps every feature, more than the path's densest point when the warm-up closed a
-    gate). A probe of that ranking that wins is probed below by the same ranking; a path
-    point that wins, by the path's."""
+@pytest.mark.parametrize("warmup", [0.8, 0.88])
+def test_a_winning_dense_refit_is_probed_below_by_its_own_ranking_if_the_path_failed(warmup):
+    """Below a dense refit that beat every model of the path by more than
+    ``path.candidate_slack`` tolerances, the probes take the dense refit's own ranking (its
+    input-column norms), halving from its count down toward one feature; a probe of that
+    ranking that wins is probed below by the same ranking. After a near miss (0.88 against
+    0.9, two tolerances) the path's ranking probes, counting from the path's densest point
+    (the dense refit keeps every feature, more than the path's densest point when the
+    warm-up closed a gate)."""
     from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
 
     points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
@@ -455,24 +458,43 @@ def test_a_winning_dense_refit_is_probed_below_by_its_own_ranking():
     model = Fitted(first=0, stop=1, parties=[], importance=[])
     norms = [{"values": [0.1, 0.2, 0.3, 5.0, 0.5]}, {"values": [4.0, 0.0, 0.0, 0.0, 3.0]}]
     dense = Fitted(first=0, stop=1, parties=[], importance=norms)
-    scores = [(points[0], 0.8), (every, 0.9)]
+    scores = [(points[0], warmup), (every, 0.9)]
     progress.refits = Refits([every], [[]], [model, dense], scores)
     progress.slack = 0.01
-    # the dense refit (10 features) wins: halfway from the path's next point (4) to its
-    # densest (6), not to the dense refit's 10 (a count the path's ranking does not hold)
     assert progress.add_probe(PathSettings())
     probe = progress.refits.pool[-1]
-    assert (probe.top_k, probe.ranking, probe.point) == (5, "dense", 0)
-    assert probe.selected == [[2, 3, 4], [0, 4]] and probe.components == [[0], [0]]
-    assert probe.label == "top 5 of the dense refit's ranking"
+    if warmup == 0.88:  # halfway from the path's next point (4) to its densest (6)
+        assert (probe.top_k, probe.ranking, probe.point) == (5, "path", 0)
+        return
+    # halfway (geometrically) from the dense refit's 10 to 1
+    assert (probe.top_k, probe.ranking, probe.point) == (3, "dense", 0)
+    assert probe.selected == [[3], [0, 4]] and probe.components == [[0], [0]]
+    assert probe.label == "top 3 of the dense refit's ranking"
     progress.refits.models.append(model)
     progress.refits.scores.append((probe, 0.95))
     assert progress.add_probe(PathSettings())
     probe = progress.refits.pool[-1]
-    assert (probe.top_k, probe.ranking, probe.selected) == (4, "dense", [[3, 4], [0, 4]])
-    progress.refits.models.append(model)
-    progress.refits.scores.append((probe, 0.99))
-    progress.refits.scores[-1] = (points[2], 0.99)  # a path point (2 features) wins instead
-    progress.refits.pool[-1] = points[2]
-    assert progress.add_probe(PathSettings())
-    assert progress.refits.pool[-1].ranking == "path"
+    assert (probe.top_k, probe.ranking, probe.selected) == (2, "dense", [[3], [0]])
+
+
+@pytest.mark.parametrize(("path_score", "probed"), [(0.5, True), (0.89, False)])
+def test_the_dense_refits_ranking_has_probes_of_its_own(path_score, probed):
+    """The path's three probes are spent before the dense refit; where it beat the path by
+    far, its own ranking still has its probes; after a near miss nothing is left."""
+    from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+
+    points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(5), np.ones(5)])
+    probes = [progress.path_probe(k, False) for k in (5, 3, 2)]
+    every = PathPoint(0, 0.0, 0, 0.8, 0.0, [list(range(5))] * 2, [[0], [0]], 0.0)
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    norms = [{"values": [0.1, 0.2, 0.3, 5.0, 0.5]}, {"values": [4.0, 0.0, 0.0, 0.0, 3.0]}]
+    dense = Fitted(first=0, stop=1, parties=[], importance=norms)
+    scores = [(points[0], path_score), *((p, path_score) for p in probes), (every, 0.9)]
+    progress.refits = Refits([*probes, every], [[]] * 4, [model] * 4 + [dense], scores)
+    progress.slack = 0.01
+    assert progress.add_probe(PathSettings()) is probed
+    if probed:
+        assert progress.refits.pool[-1].ranking == "dense"
