@@ -185,3 +185,16 @@ def test_real_benchmark_shapes(name):
     if has_split:
         both = np.concatenate([ds.train_idx, ds.test_idx])
         assert np.unique(both).size == both.size
+
+
+def test_xor_labels_are_an_interaction_no_column_shows_alone():
+    ds = load_dataset("xor", n_samples=4000, n_features=10, columns=[1, 7], label_noise=0.0)
+    a, b = ds.X[:, 1] > 0, ds.X[:, 7] > 0
+    assert list(ds.relevant) == [1, 7] and np.array_equal(ds.y, (a ^ b).astype(np.int64))
+    for column in (1, 7):  # alone, a column's sign says nothing about the label
+        agree = np.mean((ds.X[:, column] > 0) == ds.y.astype(bool))
+        assert abs(agree - 0.5) < 0.03
+    noisy = load_dataset("xor", n_samples=4000, n_features=10, columns=[1, 7], label_noise=0.2)
+    assert 0.05 < np.mean(noisy.y != ds.y) < 0.15  # a fifth redrawn, half of them changed
+    with pytest.raises(DataError, match=r"columns must be two different indices.*fix"):
+        load_dataset("xor", n_features=10, columns=[3, 12])
