@@ -161,7 +161,11 @@ class PathProgress:
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
-        probe = self.dense_probe(dense, k, up) if by_dense else self.path_probe(k, up)
+        if by_dense:
+            assert dense is not None  # by_dense holds only once the dense refit is trained
+            probe = self.dense_probe(dense, k, up)
+        else:
+            probe = self.path_probe(k, up)
         refits.pool.append(probe)
         refits.keeps.append(probe.selected)
         return True
