@@ -84,8 +84,11 @@ class Party:
             X = center(X, train_rows)
         # Row-major: a batch's rows are then contiguous runs of memory. A party's columns
         # arrive column-major (a column slice of the dataset), and gathering 128 rows of one
-        # took ~20x as long (MADELON: 157 against 8 us, twice per party and step).
-        self.X_all = torch.tensor(np.ascontiguousarray(X), device=self.device)
+        # took ~20x as long (MADELON: 157 against 8 us, twice per party and step). The
+        # row-major copy is the tensor's own memory: no second copy of the party's data.
+        X = np.asarray(X)
+        host = torch.tensor(X) if X.flags.c_contiguous else torch.from_numpy(X.copy(order="C"))
+        self.X_all = host.to(self.device)
         bottom = BottomSpec.from_dict(spec.model)
         self.model = seeded(
             spec.seed,
