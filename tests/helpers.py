@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from vflfs.client_app.app import app as client_app
+from vflfs.client_app.party import Party, PartySpec
+from vflfs.datasets import PartyData
 from vflfs.datasets.paths import default_data_dir
 from vflfs.federation import LocalGrid
 from vflfs.runtime.config import compose_config
@@ -71,3 +73,22 @@ def run_on_files(
             }
         )
     return run_experiment(grid, cfg, out, observers=observers)
+
+
+def small_party(
+    data: PartyData | np.ndarray,
+    optimizer: dict,
+    gates: dict | None = None,
+    seed: int = 3,
+    train_rows: np.ndarray | None = None,
+) -> Party:
+    """A party with a small MLP (6 hidden units, 4 embedding components) on ``data``: a party's
+    data view, or a feature matrix whose columns are all the party's own."""
+    if isinstance(data, np.ndarray):
+        d = data.shape[1]
+        data = PartyData(X=data, columns=np.arange(d), spurious=np.zeros(d, bool))
+    model = {"hidden": [6], "embedding_size": 4, "activation": "relu"}
+    spec = PartySpec(
+        index=0, seed=seed, device="cpu", model=model, optimizer=optimizer, gates=gates or {}
+    )
+    return Party(spec, data, train_rows)

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from vflfs.client_app.party import Party, PartySpec
-from vflfs.datasets import PartyData
+from vflfs.client_app.party import Party
 from vflfs.ml.gates import GaussianGate
 
-from helpers import run_local, tiny_config
+from helpers import run_local, small_party, tiny_config
 
 GATE = {"sigma": 0.5, "lam": 0.1}
 
@@ -41,18 +40,9 @@ def test_gate_penalty_is_lambda_times_mean_phi():
 
 
 def gated_party(embedding_gate: bool = True) -> Party:
-    rng = np.random.default_rng(0)
-    X = rng.random((50, 8)).astype(np.float32)
-    data = PartyData(X=X, columns=np.arange(8), spurious=np.zeros(8, bool))
-    spec = PartySpec(
-        index=0,
-        seed=3,
-        device="cpu",
-        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
-        optimizer={"name": "sgd", "lr": 0.1},
-        gates={"input": GATE, "embedding": GATE if embedding_gate else None},
-    )
-    party = Party(spec, data)
+    X = np.random.default_rng(0).random((50, 8)).astype(np.float32)
+    gates = {"input": GATE, "embedding": GATE if embedding_gate else None}
+    party = small_party(X, {"name": "sgd", "lr": 0.1}, gates)
     with torch.no_grad():
         party.model.embedding_gate.mu.copy_(torch.tensor([0.8, -3.0, 0.6, -3.0]))
         party.model.input_gate.mu.copy_(torch.tensor([0.9, -1, 0.5, 0.5, -2, 0.7, 0.1, 0.3]))
@@ -152,19 +142,9 @@ def test_gate_init_opens_the_globally_best_fraction():
 
 
 def party_with(optimizer: dict, gate_settings: dict) -> Party:
-    rng = np.random.default_rng(0)
-    X = rng.random((50, 8)).astype(np.float32)
-    data = PartyData(X=X, columns=np.arange(8), spurious=np.zeros(8, bool))
+    X = np.random.default_rng(0).random((50, 8)).astype(np.float32)
     gate = {**GATE, **gate_settings}
-    spec = PartySpec(
-        index=0,
-        seed=3,
-        device="cpu",
-        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
-        optimizer=optimizer,
-        gates={"input": gate, "embedding": gate},
-    )
-    return Party(spec, data)
+    return small_party(X, optimizer, {"input": gate, "embedding": gate})
 
 
 def test_sgd_gates_take_plain_steps_while_the_weights_keep_adam():

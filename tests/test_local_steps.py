@@ -10,11 +10,10 @@ import numpy as np
 import torch
 
 from vflfs.client_app import party_store
-from vflfs.client_app.party import Party, PartySpec
-from vflfs.datasets import PartyData
+from vflfs.client_app.party import Party
 from vflfs.strategies.local_steps import LocalSteps, reduced_warning
 
-from helpers import run_local, tiny_config
+from helpers import run_local, small_party, tiny_config
 
 # model=fedsdg's gates move fast enough at this learning rate to change within 8 local steps.
 MOVING_GATES = (
@@ -27,15 +26,7 @@ GATE = {"sigma": 0.5, "lam": 0.1}
 def moving_party() -> Party:
     """A gated party whose SGD steps (lr 1) move its embedding gates across zero."""
     X = np.random.default_rng(0).random((64, 8)).astype(np.float32)
-    spec = PartySpec(
-        index=0,
-        seed=3,
-        device="cpu",
-        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
-        optimizer={"name": "sgd", "lr": 1.0},
-        gates={"input": GATE, "embedding": GATE},
-    )
-    return Party(spec, PartyData(X=X, columns=np.arange(8), spurious=np.zeros(8, bool)))
+    return small_party(X, {"name": "sgd", "lr": 1.0}, {"input": GATE, "embedding": GATE})
 
 
 def test_each_gradient_follows_the_components_its_forward_pass_sent():

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vflfs.client_app.party import Party, PartySpec
+from vflfs.client_app.party import Party
 from vflfs.datasets import build_party_data
+
+from helpers import small_party
 
 
 def party_on_a_column_slice() -> tuple[Party, np.ndarray]:
@@ -18,14 +20,7 @@ def party_on_a_column_slice() -> tuple[Party, np.ndarray]:
     rows = np.arange(30)
     data = build_party_data(X, np.arange(2, 10), rows)
     assert not data.X.flags["C_CONTIGUOUS"]  # the layout the party is given
-    spec = PartySpec(
-        index=0,
-        seed=1,
-        device="cpu",
-        model={"hidden": [6], "embedding_size": 4, "activation": "relu"},
-        optimizer={"name": "adam", "lr": 0.01},
-    )
-    return Party(spec, data, rows), data.X
+    return small_party(data, {"name": "adam", "lr": 0.01}, train_rows=rows), data.X
 
 
 def test_a_party_holds_its_columns_row_major_before_and_after_it_drops_some():
