@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pandas as pd
@@ -21,6 +21,10 @@ from vflfs.runtime.results import CONFIG, ERROR, HISTORY, RESULTS
 
 # Files any run folder holds once it started; hidden folders (Hydra's ``.hydra``) are not runs.
 MARKERS = (RESULTS, ERROR, HISTORY, CONFIG)
+# A dataset's parameters, and those that describe its data rather than make it (the known
+# relevant columns): runs that differ only in these are on the same dataset.
+PARAMS = "config.dataset.params."
+NOT_DATA = ("relevant",)
 # Per-run lists that do not fit a flat row (plots read them from ``Runs.results``).
 SKIP_KEYS = ("folds", "importance", "parties", "path", "step_losses")
 # Keys a fold reports for itself: a CV run's own value (e.g. a mean) must not leak into a fold.
@@ -78,7 +82,41 @@ def collect_runs(root: str | Path) -> Runs:
             continue
         results[str(run_dir)] = loaded
         rows.extend(run_rows(loaded, run_dir, _relative(run_dir, root)))
-    return Runs(root=root, table=pd.DataFrame(rows), results=results, skipped=skipped)
+    table = label_datasets(pd.DataFrame(rows))
+    return Runs(root=root, table=table, results=results, skipped=skipped)
+
+
+def label_datasets(table: pd.DataFrame) -> pd.DataFrame:
+    """Runs of one dataset name on different data (two ``.npz`` files, two teacher shapes) get
+    the parameters that tell them apart in their ``dataset`` label, e.g. ``npz (path=a.npz)``,
+    so that a table row is one dataset, never two averaged together (``config.dataset.name``
+    keeps the bare name)."""
+    if table.empty or "dataset" not in table:
+        return table
+    params = [
+        c for c in table.columns if c.startswith(PARAMS) and c.rsplit(".", 1)[-1] not in NOT_DATA
+    ]
+    labels = table["dataset"].astype(str)
+    for name, rows in table.groupby(labels, sort=False):
+        differ = [c for c in params if rows[c].astype(str).nunique() > 1]
+        if differ:
+            labels.loc[rows.index] = [
+                _label(name, differ, r) for r in rows[differ].itertuples(index=False)
+            ]
+    return table.assign(dataset=labels)
+
+
+def _label(name: str, columns: list[str], values: tuple) -> str:
+    """``name (param=value, ...)`` for the parameters ``columns`` take ``values``."""
+    given = (f"{c[len(PARAMS) :]}={_short(v)}" for c, v in zip(columns, values, strict=True))
+    return f"{name} ({', '.join(given)})"
+
+
+def _short(value: Any) -> Any:
+    """A parameter as a label shows it: a file by its name (no folders), a missing one as -."""
+    if isinstance(value, str) and ("/" in value or "\\" in value):
+        return PurePath(value).name
+    return "-" if pd.isna(value) else value
 
 
 def read_results(run_dir: Path) -> dict[str, Any] | str:

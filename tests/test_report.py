@@ -161,6 +161,25 @@ def test_table_numbers_are_the_files_means_and_stds(root):
     assert stg["test_metric.std"] == pytest.approx(statistics.stdev([t for t, _ in CV_FOLDS]))
 
 
+def test_runs_on_two_files_of_one_dataset_kind_are_two_rows(tmp_path):
+    # two .npz files through dataset=npz; the known relevant columns do not make another dataset
+    for folder, path, relevant, test in [
+        ("a/0", "/data/a.npz", [1, 2], 0.60),
+        ("a/1", "/data/a.npz", [3], 0.70),
+        ("b/0", "/elsewhere/b.npz", [1, 2], 0.90),
+    ]:
+        data = results("vfl", "npz", 0, test, 1.0)
+        data["config"]["dataset"]["params"] = {"path": path, "relevant": relevant}
+        write(tmp_path / folder, data, history(test, 1.0))
+    write(tmp_path / "m", results("vfl", "madelon", 0, 0.55, 1.0), history(0.55, 1.0))
+    csv, md = report(tmp_path, "--no-plots")
+    a, b = cell(csv, "vfl", "npz (path=a.npz)"), cell(csv, "vfl", "npz (path=b.npz)")
+    assert a["test_metric.mean"] == pytest.approx(0.65) and a["test_metric.n"] == 2
+    assert b["test_metric.mean"] == pytest.approx(0.90) and b["test_metric.n"] == 1
+    assert cell(csv, "vfl", "madelon")["test_metric.n"] == 1
+    assert md_row(md, "npz (path=a.npz)")[1].startswith("65.0")
+
+
 def test_markdown_cells_look_like_the_papers(root):
     _, md = report(root, "--no-plots")
     header = md_row(md, "dataset \\ strategy")
