@@ -175,7 +175,7 @@ class Party:
                 raise ValueError("can only keep features that are still in use")
             self.model.keep_inputs(torch.as_tensor(local, device=self.device))
             self.features = features
-            self.X = self.X_all[:, torch.as_tensor(features, device=self.device)].contiguous()
+            self.X = self.X_all[:, torch.as_tensor(features, device=self.device)]  # row-major
         if components is not None:
             components = np.array(components, dtype=np.int64)
             local = np.searchsorted(self.components, components)
