@@ -22,12 +22,12 @@ from vflfs.protocol import (
     LOCAL_SELECT,
     PRUNE,
     TRAIN_EMBEDDINGS,
-    Empty,
     Kept,
     LocalSelectReply,
     LocalSelectRequest,
     PruneRequest,
     TrainEmbeddingsReply,
+    TrainEmbeddingsRequest,
 )
 
 from .operations import kept
@@ -42,13 +42,23 @@ def _train_rows(session: Session) -> np.ndarray:
 
 
 @OPERATIONS.operation(TRAIN_EMBEDDINGS)
-def train_embeddings(session: Session, request: Empty) -> TrainEmbeddingsReply:
+def train_embeddings(session: Session, request: TrainEmbeddingsRequest) -> TrainEmbeddingsReply:
     """LESS-VFL stage 2's one upload: evaluation-mode embeddings of every training row, in the
-    order of the training rows given at setup (so no row index travels)."""
-    embeddings, mask = session.party.embed(_train_rows(session))
+    order of the training rows given at setup (so no row index travels), and of the first
+    ``request.validation`` evaluation rows (the validation rows) if asked."""
+    party = session.party
+    embeddings, mask = party.embed(_train_rows(session))
     if mask is not None:
         raise ValueError("stage 2 needs the full embedding; this party has embedding gates")
-    return TrainEmbeddingsReply(embeddings=embeddings)
+    if not 0 <= request.validation <= len(party.eval_rows):
+        raise ValueError(
+            f"stage 2 asked for {request.validation} validation rows; the party was given "
+            f"{len(party.eval_rows)} evaluation rows at setup"
+        )
+    if not request.validation:
+        return TrainEmbeddingsReply(embeddings=embeddings)
+    val, _ = party.embed(np.asarray(party.eval_rows[: request.validation], dtype=np.int64))
+    return TrainEmbeddingsReply(embeddings=embeddings, val_embeddings=val)
 
 
 def local_selection(

@@ -42,6 +42,7 @@ from .lasso import (
     LocalSelectRequest,
     PruneRequest,
     TrainEmbeddingsReply,
+    TrainEmbeddingsRequest,
 )
 from .resume import RESUME, ResumeReply, ResumeRequest
 from .scoring import (
@@ -202,4 +203,5 @@ __all__ = [
     "StepRequest",
     "TRAIN_EMBEDDINGS",
     "TrainEmbeddingsReply",
+    "TrainEmbeddingsRequest",
 ]

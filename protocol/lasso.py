@@ -12,16 +12,26 @@ import numpy as np
 
 from vflfs.ml.prox_sgd import ProxSGD
 
-from .body import Body, Empty, Operation, flat_field
+from .body import Body, Operation, flat_field
 from .core import Kept
+
+
+@dataclass(frozen=True)
+class TrainEmbeddingsRequest(Body):
+    """Stage 2's request; ``validation`` > 0 asks for the embeddings of the first that many
+    evaluation rows given at setup too (the validation rows, which come first), on which the
+    server chooses its component set along a path."""
+
+    validation: int = 0
 
 
 @dataclass(frozen=True)
 class TrainEmbeddingsReply(Body):
     """Stage 2's one upload: evaluation-mode embeddings of every training row, in the order of
-    the training rows given at setup."""
+    the training rows given at setup (and, if asked, of the validation rows)."""
 
     embeddings: np.ndarray
+    val_embeddings: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,6 @@ class PruneRequest(Body):
     components: np.ndarray | None = None
 
 
-TRAIN_EMBEDDINGS = Operation("query.train_embeddings", Empty, TrainEmbeddingsReply)
+TRAIN_EMBEDDINGS = Operation("query.train_embeddings", TrainEmbeddingsRequest, TrainEmbeddingsReply)
 LOCAL_SELECT = Operation("train.local_select", LocalSelectRequest, LocalSelectReply)
 PRUNE = Operation("train.prune", PruneRequest, Kept)

@@ -33,14 +33,21 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
-from vflfs.ml.embedding_selection import ProxSGD, select_components
-from vflfs.protocol import LOCAL_SELECT, TRAIN_EMBEDDINGS, LocalSelectReply, LocalSelectRequest
+from vflfs.ml.embedding_selection import ProxSGD, select_components, select_components_path
+from vflfs.protocol import (
+    LOCAL_SELECT,
+    TRAIN_EMBEDDINGS,
+    LocalSelectReply,
+    LocalSelectRequest,
+    TrainEmbeddingsRequest,
+)
 from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .filter_choice import Candidate, CountChoice
 from .gini import global_ranks
+from .path_choice import good_scores, tolerance
 from .registry import register
 from .result import RunResult
 from .settings import typed
@@ -59,6 +66,16 @@ class StageSettings:
     prox_lr: float
     epochs: int
     batch_size: int | None
+
+
+@dataclass(frozen=True)
+class ServerStageSettings(StageSettings):
+    """``strategy.server``: stage 2's proximal SGD and its path (``path_points`` 0: the fixed
+    ``lam``, the paper; else lambda from ``lam`` x ``path_growth`` per point, chosen on the
+    validation rows' embeddings)."""
+
+    path_points: int
+    path_growth: float
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,7 @@ class LessVFL(CountChoice, VFL):
         s = cfg.strategy
         self.stages: dict[str, StageSettings] = {
             name: typed(kind, s[name], f"strategy.{name}")
-            for name, kind in (("server", StageSettings), ("party", PartyStageSettings))
+            for name, kind in (("server", ServerStageSettings), ("party", PartyStageSettings))
             if s.get(name) is not None
         }
         self.pretrain_patience = int(s.pretrain_patience)
@@ -196,18 +213,46 @@ class LessVFL(CountChoice, VFL):
     def significant_components(
         self, federation: Federation, experiment: Experiment, result: RunResult
     ) -> list[np.ndarray]:
-        """Stage 2: one upload of the training embeddings, then P-SGD at the server alone."""
-        embeddings = [r.embeddings for r in federation.broadcast(TRAIN_EMBEDDINGS)]
+        """Stage 2: one upload of the training embeddings (and, for the path, the validation
+        rows'), then P-SGD at the server alone: at the fixed lambda_s, or along a path of
+        lambdas, keeping the fewest components whose top model scores within the tolerance of
+        the path's best on validation (:func:`select_components_path`)."""
+        server = self.stages["server"]
+        assert isinstance(server, ServerStageSettings)
+        val = experiment.splits.val
+        path = server.path_points > 0 and len(val) > 0
+        request = TrainEmbeddingsRequest(validation=len(val) if path else 0)
+        replies = federation.broadcast(TRAIN_EMBEDDINGS, request)
+        embeddings = [r.embeddings for r in replies]
         self.uploaded_floats += sum(int(e.size) for e in embeddings)
         p = self.prox_sgd("server", experiment)
         y = experiment.y[experiment.splits.train]
-        keep, losses = select_components(self.server, embeddings, y, p)
-        result.extra["stage2"] = {
-            "settings": p.as_dict(),
-            "loss_first": losses[0] if losses else None,
-            "loss_last": losses[-1] if losses else None,
-            "components": [k.tolist() for k in keep],
-        }
+        record: dict = {"settings": p.as_dict()}
+        if path:
+            validation = ([r.val_embeddings for r in replies], experiment.y[val])
+            s = self.select_settings  # the count choice's tolerance, if it has one
+            setting, errors = (None, 1.0) if s is None else (s.tolerance, s.standard_errors)
+            keep, losses, record["path"] = select_components_path(
+                self.server,
+                embeddings,
+                y,
+                validation,
+                p,
+                server.path_points,
+                server.path_growth,
+                lambda metrics, losses: good_scores(
+                    metrics, tolerance(setting, experiment, max(metrics), errors), losses
+                ),
+                learned=learned_level(experiment) or 0.0,  # regression: R^2 above the mean's
+            )
+        else:
+            keep, losses = select_components(self.server, embeddings, y, p)
+        record.update(
+            loss_first=losses[0] if losses else None,
+            loss_last=losses[-1] if losses else None,
+            components=[k.tolist() for k in keep],
+        )
+        result.extra["stage2"] = record
         return keep
 
     def select(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:

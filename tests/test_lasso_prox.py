@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, select_components
+from vflfs.ml.embedding_selection import (
+    ProxSGD,
+    fit_embeddings,
+    select_components,
+    select_components_path,
+)
 from vflfs.ml.models import BottomModel, BottomSpec, Task, TopSpec
 from vflfs.ml.prox import group_lasso_prox_, nonzero_columns
 from vflfs.ml.top import ServerModel
@@ -85,6 +90,59 @@ def test_stage2_keeps_the_components_that_carry_the_label():
     assert keep[0].tolist() == [0]
     assert keep[1].tolist() == []
     assert losses[-1] < losses[0]
+
+
+def label_and_noise(n: int, seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Party 0's first component carries the label, the rest and party 1's are noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    e0 = rng.normal(size=(n, 4)).astype(np.float32)
+    e0[:, 0] = (2 * y - 1) * 0.5 + e0[:, 0]
+    return y, [e0, rng.normal(size=(n, 4)).astype(np.float32)]
+
+
+def within(slack: float):
+    """The choice rule: scores within ``slack`` of the best."""
+    return lambda metrics, losses: [i for i, m in enumerate(metrics) if m >= max(metrics) - slack]
+
+
+def test_stage2_path_closes_the_noise_party_where_the_fixed_lambda_keeps_all():
+    y, train = label_and_noise(2000, 0)
+    val_y, val = label_and_noise(600, 1)
+    # The official lambda_s and tau (0.005 x 0.01): nothing leaves in 150 epochs.
+    p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
+    keep, _ = select_components(server_model(widths=(4, 4), lr=0.01), train, y, p)
+    assert [len(k) for k in keep] == [4, 4]
+    server = server_model(widths=(4, 4), lr=0.01)
+    slack = 0.02
+    keep, losses, records = select_components_path(
+        server, train, y, (val, val_y), p, 12, 2.0, within(slack), learned=0.55
+    )
+    assert keep[0].tolist() == [0] and keep[1].tolist() == []
+    assert len(losses) == len(records) * (150 // 12)
+    lams = [r["lam"] for r in records]
+    assert lams == sorted(lams) and lams[0] == 0.005
+    assert {0.005 * 2.0**j for j in range(8)} <= set(lams)  # the doublings, and refinements
+    chosen = [r for r in records if r.get("chosen")]
+    assert len(chosen) == 1 and chosen[0]["kept"] == [1, 0]
+    best = max(r["val_metric"] for r in records)
+    assert chosen[0]["val_metric"] >= best - slack
+    # The empty point (an intercept: chance) scored below; the model is back at the chosen one.
+    assert all(r["val_metric"] < best - slack for r in records if sum(r["kept"]) < 1)
+    assert [len(c) for c in (nonzero_columns(w.weight) for w in server.input_layers)] == [1, 0]
+
+
+def test_stage2_path_keeps_every_component_when_its_top_model_learns_nothing():
+    y, train = label_and_noise(2000, 0)
+    val_y, val = label_and_noise(600, 1)
+    p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=24, batch_size=128, seed=0)
+    server = server_model(widths=(4, 4), lr=0.01)
+    keep, _, records = select_components_path(
+        server, train, y, (val, val_y), p, 12, 2.0, within(0.02), learned=1.0
+    )
+    assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2
+    assert [r.get("chosen") for r in records][0] == "learned nothing from the cached embeddings"
+    assert sum(r.get("chosen") is not None for r in records) == 1
 
 
 def test_stage3_removes_the_inputs_its_embedding_does_not_use():
