@@ -84,8 +84,8 @@ def select_components_path(
     with fewer (lambda at their geometric mean, warm-started from it: one doubling can remove
     most components at once). That point decides which parties keep a component: a party of
     pure noise sends none, and its stage 3 keeps no feature. The components kept are those of
-    the good point with the most components open at the same parties (:meth:`widest`). The
-    model returns to the chosen point.
+    the good point with the most components open at the same parties
+    (:meth:`ComponentPath.widest`), and the model returns to that point.
 
     A top model that learns nothing from the cached embeddings (no point scores above
     ``learned``, e.g. the majority class's accuracy) cannot judge them: every component is

@@ -10,7 +10,10 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 2. Stage 2 (phase ``stage2``): every party uploads its embeddings of all training rows once;
    the server trains its model on these cached embeddings with proximal SGD, a group lasso on
    its input columns, and tells each party only its own significant component set K_m. That
-   message is the last of stage 2.
+   message is the last of stage 2. With ``server.path_points`` > 0 (the default) lambda_s
+   follows a path and K_m is chosen on the validation rows' embeddings, which the same upload
+   carries (:func:`vflfs.ml.embedding_selection.select_components_path`): a party of pure
+   noise keeps no component, so its stage 3 keeps no feature.
 3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
    delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
    input-layer columns and removes the features whose column is zero. Along its local path
