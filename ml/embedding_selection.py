@@ -105,17 +105,16 @@ def select_components_path(
             path.sorted(),
         )
     chosen = path.choose(good)
-    for _ in range(refine):  # toward the next point with fewer components
-        r = path.records[chosen]
-        sparser = [
-            j
-            for j, q in enumerate(path.records)
-            if q["lam"] > r["lam"] and sum(q["kept"]) < sum(r["kept"])
-        ]
+    for _ in range(refine):  # between the last point as sparse as it and the next sparser
+        kept = sum(path.records[chosen]["kept"])
+        sparser = [j for j, q in enumerate(path.records) if sum(q["kept"]) < kept]
         if not sparser:
             break
         nxt = min(sparser, key=lambda j: path.records[j]["lam"])
-        path.point(math.sqrt(r["lam"] * path.records[nxt]["lam"]), chosen)
+        hi = path.records[nxt]["lam"]
+        same = [j for j, q in enumerate(path.records) if sum(q["kept"]) == kept and q["lam"] < hi]
+        lo = max(same or [chosen], key=lambda j: path.records[j]["lam"])
+        path.point(math.sqrt(path.records[lo]["lam"] * hi), lo)
         chosen = path.choose(good)
     return path.keep(path.widest(chosen, good, refine)), path.losses, path.sorted()
 
@@ -240,7 +239,7 @@ def refit_score(
     for epoch in range(max(p.epochs, 1)):
         for rows in p.batches(len(y), epoch):
             refit.optimizer.zero_grad(set_to_none=True)
-            idx = torch.as_tensor(rows, device=server.device)
+            idx = torch.tensor(rows, device=server.device)  # rows may be read-only
             refit.loss([x[idx] for x in train], y[rows]).backward()
             refit.optimizer.step()
         scored = refit.evaluate(val, validation[1])

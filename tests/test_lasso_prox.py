@@ -132,6 +132,28 @@ def test_stage2_path_closes_the_noise_party_where_the_fixed_lambda_keeps_all():
     assert [len(c) for c in (nonzero_columns(w.weight) for w in server.input_layers)] == [1, 0]
 
 
+def test_stage2_path_keeps_both_signal_components_and_refines_between_its_points():
+    """Party 0's first two components each carry half the signal; party 1 is noise."""
+
+    def data(n: int, seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, 2, n)
+        e0 = rng.normal(size=(n, 4)).astype(np.float32)
+        e0[:, :2] += (2 * y[:, None] - 1) * 0.4
+        return y, [e0, rng.normal(size=(n, 4)).astype(np.float32)]
+
+    y, train = data(2000, 0)
+    val_y, val = data(600, 1)
+    p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
+    keep, _, records = select_components_path(
+        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12, 2.0, within(0.02), 0.55
+    )
+    assert [k.tolist() for k in keep] == [[0, 1], []]
+    lams = [r["lam"] for r in records]
+    assert len(set(lams)) == len(lams)  # no point trained twice
+    assert len(lams) > 8  # the doublings up to the empty point, and points between them
+
+
 def test_stage2_path_keeps_every_component_when_its_top_model_learns_nothing():
     y, train = label_and_noise(2000, 0)
     val_y, val = label_and_noise(600, 1)
