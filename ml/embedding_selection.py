@@ -98,7 +98,8 @@ def select_components_path(
         path.point(p.lam * growth**j, 0 if j == 0 else len(path.records) - 1)
         if not sum(path.records[-1]["kept"]):
             break
-    if max(r["val_metric"] for r in path.records if sum(r["kept"])) <= learned:
+    scores = [r["val_metric"] for r in path.records if sum(r["kept"])]
+    if max(scores, default=-math.inf) <= learned:  # also: the first point closed every one
         return (
             path.keep(0, "learned nothing from the cached embeddings"),
             path.losses,

@@ -165,6 +165,20 @@ def test_stage2_path_keeps_every_component_when_its_top_model_learns_nothing():
     assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2
     assert [r.get("chosen") for r in records][0] == "learned nothing from the cached embeddings"
     assert sum(r.get("chosen") is not None for r in records) == 1
+    # A first lambda that closes every component leaves nothing to judge either.
+    huge = ProxSGD(lam=1e4, lr=0.01, prox_lr=0.01, epochs=2, batch_size=128, seed=0)
+    keep, _, records = select_components_path(
+        server_model(widths=(4, 4), lr=0.01),
+        train,
+        y,
+        (val, val_y),
+        huge,
+        2,
+        2.0,
+        within(0.02),
+        0.55,
+    )
+    assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2 and records[0]["kept"] == [0, 0]
 
 
 def test_stage3_removes_the_inputs_its_embedding_does_not_use():
