@@ -248,6 +248,17 @@ class LessVFL(CountChoice, VFL):
                 ),
                 learned=learned_level(experiment) or 0.0,  # regression: R^2 above the mean's
             )
+            chosen = next(r for r in record["path"] if r.get("chosen"))
+            if chosen["chosen"] is not True:  # a reason: the path could not judge
+                log.warning("%s: stage 2 %s: every component kept", self.name, chosen["chosen"])
+            else:
+                log.info(
+                    "%s: stage 2 keeps %s components per party (lambda_s %.3g of %d points)",
+                    self.name,
+                    chosen["kept"],
+                    chosen["lam"],
+                    len(record["path"]),
+                )
         else:
             keep, losses = select_components(self.server, embeddings, y, p)
         record.update(
