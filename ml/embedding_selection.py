@@ -235,15 +235,16 @@ def refit_score(
         refit.keep_components(m, k)  # also a fresh optimiser over the cut model
     cols = [torch.as_tensor(k, dtype=torch.long, device=server.device) for k in kept]
     train = [x[:, c] for x, c in zip(inputs, cols, strict=True)]
-    val = [np.asarray(e)[:, k] for e, k in zip(validation[0], kept, strict=True)]
+    val = refit.tensors(
+        [np.asarray(e)[:, k] for e, k in zip(validation[0], kept, strict=True)], False
+    )
     best: Scored | None = None
     for epoch in range(max(p.epochs, 1)):
         for rows in p.batches(len(y), epoch):
-            refit.optimizer.zero_grad(set_to_none=True)
             idx = torch.tensor(rows, device=server.device)  # rows may be read-only
-            refit.loss([x[idx] for x in train], y[rows]).backward()
-            refit.optimizer.step()
-        scored = refit.evaluate(val, validation[1])
+            refit.head_step(refit.model.interact([x[idx] for x in train]), y[rows])
+        with torch.no_grad():
+            scored = refit.evaluate_head(refit.model.interact(val), validation[1])
         if best is None or scored.metric > best.metric:
             best = scored
     assert best is not None
