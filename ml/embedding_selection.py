@@ -31,6 +31,7 @@ from .prox import ZERO, column_norms, group_lasso_prox_, nonzero_columns
 from .prox_sgd import STAGE_SEED, ProxSGD
 
 if TYPE_CHECKING:
+    from .models import Task
     from .top import Scored, ServerModel
 
 Good = Callable[[list[float], list[np.ndarray]], list[int]]
@@ -87,19 +88,28 @@ def select_components_path(
     the good point with the most components open at the same parties
     (:meth:`ComponentPath.widest`), and the model returns to that point.
 
-    A top model that learns nothing from the cached embeddings (no point scores above
-    ``learned``, e.g. the majority class's accuracy) cannot judge them: every component is
-    kept, the model back at the first point. Returns, per party, the chosen components, the
-    losses of every epoch, and one record per point (lambda, validation score and loss,
-    components kept per party), in the order of lambda.
+    A top model that learns nothing from the cached embeddings cannot judge them: every
+    component is kept, the model back at the first point. Learned means that some point with a
+    component scores above ``learned`` (e.g. the majority class's accuracy) and that its
+    validation rows' losses beat the constant prediction's (:func:`prior_losses`) by one
+    standard error of the paired differences: on a few dozen training rows the top model
+    memorises the cached embeddings, and a point 2 of 20 validation rows above the majority
+    class, with a loss above the class frequencies', had closed every component.
+
+    Returns, per party, the chosen components, the losses of every epoch, and one record per
+    point (lambda, validation score and loss, components kept per party), in the order of
+    lambda.
     """
     path = ComponentPath(server, embeddings, y, validation, p, max(1, p.epochs // max(points, 1)))
     for j in range(max(points, 1)):
         path.point(p.lam * growth**j, 0 if j == 0 else len(path.records) - 1)
         if not sum(path.records[-1]["kept"]):
             break
-    scores = [r["val_metric"] for r in path.records if sum(r["kept"])]
-    if max(scores, default=-math.inf) <= learned:  # also: the first point closed every one
+    prior = prior_losses(server.task, y, validation[1])
+    if not any(  # also: the first point closed every component
+        sum(r["kept"]) and r["val_metric"] > learned and beats(losses, prior)
+        for r, losses in zip(path.records, path.val_losses, strict=True)
+    ):
         return (
             path.keep(0, "learned nothing from the cached embeddings"),
             path.losses,
@@ -187,8 +197,13 @@ class ComponentPath:
         widest = chosen
         for i in range(refine + 1):
             same = [j for j in {*self.good(good), chosen} if self.open(j) == parties]
-            widest = max(
-                same, key=lambda j: (sum(self.records[j]["kept"]), self.records[j]["val_metric"])
+            widest = max(  # on ties the smallest lambda: the next bisection moves on
+                same,
+                key=lambda j: (
+                    sum(self.records[j]["kept"]),
+                    self.records[j]["val_metric"],
+                    -self.records[j]["lam"],
+                ),
             )
             lam = self.records[widest]["lam"]
             denser = [
@@ -215,6 +230,28 @@ class ComponentPath:
 
     def sorted(self) -> list[dict]:
         return sorted(self.records, key=lambda r: r["lam"])
+
+
+def prior_losses(task: Task, y: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+    """Each validation row's loss under the constant prediction of a model that learned
+    nothing: the training labels' class frequencies (add-one smoothed), or their mean."""
+    target = task.target(y_val)
+    if task.kind == "classification":
+        counts = np.bincount(np.asarray(y, np.int64), minlength=task.n_classes) + 1.0
+        prior = torch.tensor(np.log(counts / counts.sum()), dtype=torch.float32)
+        out = prior.expand(len(target), -1)
+    else:
+        out = torch.full((len(target), 1), float(task.target(y).mean()))
+    return task.loss(out, target, reduction="none").float().numpy()
+
+
+def beats(losses: np.ndarray, reference: np.ndarray) -> bool:
+    """The per-sample ``losses`` are below ``reference``'s by one standard error of the
+    paired differences."""
+    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
+    if len(diff) < 2:
+        return bool(diff.mean() < 0)
+    return float(diff.mean()) + float(diff.std(ddof=1)) / math.sqrt(len(diff)) < 0
 
 
 def refit_score(

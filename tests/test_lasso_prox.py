@@ -10,7 +10,9 @@ import torch
 
 from vflfs.ml.embedding_selection import (
     ProxSGD,
+    beats,
     fit_embeddings,
+    prior_losses,
     select_components,
     select_components_path,
 )
@@ -179,6 +181,58 @@ def test_stage2_path_keeps_every_component_when_its_top_model_learns_nothing():
         0.55,
     )
     assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2 and records[0]["kept"] == [0, 0]
+
+
+def test_stage2_path_keeps_every_component_when_its_top_model_memorises():
+    """40 training rows of pure noise: the top model fits them, and on 20 validation rows it
+    may score above any accuracy threshold by chance, but its losses are above the class
+    frequencies': it learned nothing, and no component is closed on that evidence."""
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        y, val_y = rng.integers(0, 2, 40), rng.integers(0, 2, 20)
+        train = [rng.normal(size=(40, 12)).astype(np.float32) for _ in range(2)]
+        val = [rng.normal(size=(20, 12)).astype(np.float32) for _ in range(2)]
+        p = ProxSGD(lam=0.005, lr=0.5, prox_lr=0.01, epochs=120, batch_size=128, seed=0)
+        keep, _, records = select_components_path(
+            server_model(widths=(12, 12), lr=0.5),
+            train,
+            y,
+            (val, val_y),
+            p,
+            12,
+            2.0,
+            within(0.1),
+            learned=0.0,  # any accuracy counts: the losses decide
+        )
+        assert [len(k) for k in keep] == [12, 12]
+        assert records[0]["chosen"] == "learned nothing from the cached embeddings"
+
+
+def test_stage2_path_bisects_toward_denser_points_without_training_a_lambda_twice():
+    """Every point good: the choice is the empty point, and the widest one with the same
+    (no) parties open is looked for between the empty points and the last open one; ties
+    go to the smallest lambda, so each bisection moves on."""
+    y, train = label_and_noise(2000, 0)
+    val_y, val = label_and_noise(600, 1)
+    p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
+    _, _, records = select_components_path(
+        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12, 2.0, within(1.0), 0.55
+    )
+    lams = [r["lam"] for r in records]
+    assert len(set(lams)) == len(lams)
+    empty = [r["lam"] for r in records if not sum(r["kept"])]
+    assert len(empty) >= 2  # the doubling that closed everything, and a bisection below it
+
+
+def test_prior_losses_are_the_constant_predictions_losses():
+    y = np.array([0, 0, 0, 1])
+    classification = prior_losses(Task("classification", 3), y, np.array([0, 1, 2]))
+    freq = np.array([4, 2, 1]) / 7  # add-one smoothed counts of classes 0, 1, 2
+    assert np.allclose(classification, -np.log(freq), atol=1e-6)
+    task = Task("regression").fitted(np.array([1.0, 3.0]))  # mean 2, scale 1
+    assert np.allclose(prior_losses(task, np.array([1.0, 3.0]), np.array([2.0, 4.0])), [0, 4])
+    assert beats(np.array([0.1, 0.2, 0.1]), np.array([0.7, 0.7, 0.7]))
+    assert not beats(np.array([0.1, 1.5, 0.1]), np.array([0.7, 0.7, 0.7]))
 
 
 def test_stage3_removes_the_inputs_its_embedding_does_not_use():
