@@ -212,9 +212,16 @@ def good_scores(
     return good
 
 
+# Per-sample loss differences below this are ties (nats, or squared standardised errors): where
+# every model classifies the validation rows perfectly, their mean losses differ by 1e-5 and
+# one standard error of that is smaller still, so the most confident model would be the only
+# good one, however many features it keeps.
+PAIRED_FLOOR = 1e-3
+
+
 def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
     diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
-    return float(diff.mean()) <= float(diff.std(ddof=1)) / math.sqrt(len(diff))
+    return float(diff.mean()) <= max(float(diff.std(ddof=1)) / math.sqrt(len(diff)), PAIRED_FLOOR)
 
 
 def refit_rows(

@@ -96,6 +96,18 @@ def test_the_refit_choice_rejects_a_model_the_paired_losses_find_worse():
     assert choose_refit(scores, 0.02, [base, None, base]) == 2
 
 
+def test_the_refit_choice_ties_perfect_models_whose_losses_differ_by_a_trifle():
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    rng = np.random.default_rng(0)
+    # every model right on every row; the losses 1e-5 to 1e-4 apart, with a smaller spread
+    losses = [rng.uniform(1, 2, 400) * s for s in (1e-5, 5e-5, 1e-4)]
+    scores = [(a, 1.0), (b, 1.0), (c, 1.0)]
+    assert choose_refit(scores, 0.002, losses) == 2  # the sparsest, not the most confident
+    # a real gap (0.03 nats a row) still counts
+    losses[2] = losses[0] + 0.03
+    assert choose_refit(scores, 0.002, losses) == 1
+
+
 def test_probes_halve_the_gap_below_the_winner_then_above_it():
     path = [50, 33, 8, 5]
     # 8 lost to 33: try between them
