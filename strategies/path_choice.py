@@ -202,7 +202,7 @@ def good_scores(
 ) -> list[int]:
     """Indices of the models within ``slack`` of the best validation score and, given every
     model's per-sample validation ``losses``, within one standard error of the paired
-    differences to the lowest mean loss (never none)."""
+    differences to the lowest mean loss, or within :data:`PAIRED_FLOOR` of it (never none)."""
     best = max(metrics)
     good = [i for i, score in enumerate(metrics) if score >= best - slack]
     if losses is not None and all(v is not None and len(v) > 1 for v in losses):
