@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from .metrics import paired_excess, prior_losses
 from .prox import ZERO, column_norms, group_lasso_prox_, nonzero_columns
 from .prox_sgd import STAGE_SEED, ProxSGD
 
 if TYPE_CHECKING:
-    from .models import Task
     from .top import Scored, ServerModel
 
 Good = Callable[[list[float], list[np.ndarray]], list[int]]
@@ -91,10 +91,11 @@ def select_components_path(
     A top model that learns nothing from the cached embeddings cannot judge them: every
     component is kept, the model back at the first point. Learned means that some point with a
     component scores above ``learned`` (e.g. the majority class's accuracy) and that its
-    validation rows' losses beat the constant prediction's (:func:`prior_losses`) by one
-    standard error of the paired differences: on a few dozen training rows the top model
-    memorises the cached embeddings, and a point 2 of 20 validation rows above the majority
-    class, with a loss above the class frequencies', had closed every component.
+    validation rows' losses beat the constant prediction's
+    (:func:`~vflfs.ml.metrics.prior_losses`) by one standard error of the paired differences:
+    on a few dozen training rows the top model memorises the cached embeddings, and a point 2
+    of 20 validation rows above the majority class, with a loss above the class frequencies',
+    had closed every component.
 
     Returns, per party, the chosen components, the losses of every epoch, and one record per
     point (lambda, validation score and loss, components kept per party), in the order of
@@ -107,7 +108,7 @@ def select_components_path(
             break
     prior = prior_losses(server.task, y, validation[1])
     if not any(  # also: the first point closed every component
-        sum(r["kept"]) and r["val_metric"] > learned and beats(losses, prior)
+        sum(r["kept"]) and r["val_metric"] > learned and sum(paired_excess(losses, prior)) < 0
         for r, losses in zip(path.records, path.val_losses, strict=True)
     ):
         return (
@@ -230,28 +231,6 @@ class ComponentPath:
 
     def sorted(self) -> list[dict]:
         return sorted(self.records, key=lambda r: r["lam"])
-
-
-def prior_losses(task: Task, y: np.ndarray, y_val: np.ndarray) -> np.ndarray:
-    """Each validation row's loss under the constant prediction of a model that learned
-    nothing: the training labels' class frequencies (add-one smoothed), or their mean."""
-    target = task.target(y_val)
-    if task.kind == "classification":
-        counts = np.bincount(np.asarray(y, np.int64), minlength=task.n_classes) + 1.0
-        prior = torch.tensor(np.log(counts / counts.sum()), dtype=torch.float32)
-        out = prior.expand(len(target), -1)
-    else:
-        out = torch.full((len(target), 1), float(task.target(y).mean()))
-    return task.loss(out, target, reduction="none").float().numpy()
-
-
-def beats(losses: np.ndarray, reference: np.ndarray) -> bool:
-    """The per-sample ``losses`` are below ``reference``'s by one standard error of the
-    paired differences."""
-    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
-    if len(diff) < 2:
-        return bool(diff.mean() < 0)
-    return float(diff.mean()) + float(diff.std(ddof=1)) / math.sqrt(len(diff)) < 0
 
 
 def refit_score(

@@ -1,6 +1,9 @@
-"""Scores of predictions: accuracy for classification, R^2 for regression."""
+"""Scores of predictions: accuracy for classification, R^2 for regression; what a model that
+learned nothing scores; paired comparisons of per-sample losses."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -23,3 +26,25 @@ def majority_margin(baseline: float, n: int) -> float:
     score to show it learned something: one standard error of that accuracy (at least 0.005).
     On 36 rows one row is 2.8 points: a model one row above the majority class shows nothing."""
     return max(0.005, float(np.sqrt(baseline * (1 - baseline) / max(n, 1))))
+
+
+def prior_losses(task: Task, y: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+    """Each of ``y_val``'s rows' loss under the constant prediction of a model that learned
+    nothing from training labels ``y``: their class frequencies (add-one smoothed), or their
+    mean."""
+    target = task.target(y_val)
+    if task.kind == "classification":
+        counts = np.bincount(np.asarray(y, np.int64), minlength=task.n_classes) + 1.0
+        prior = torch.tensor(np.log(counts / counts.sum()), dtype=torch.float32)
+        out = prior.expand(len(target), -1)
+    else:
+        out = torch.full((len(target), 1), float(task.target(y).mean()))
+    return task.loss(out, target, reduction="none").float().numpy()
+
+
+def paired_excess(losses: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+    """How much higher ``losses`` are than ``reference``'s on the same rows: the mean of the
+    per-row differences and its standard error (0 for a single row)."""
+    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
+    se = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    return float(diff.mean()), se

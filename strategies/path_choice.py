@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from omegaconf import DictConfig
 
+from vflfs.ml.metrics import paired_excess
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -220,8 +221,8 @@ PAIRED_FLOOR = 1e-3
 
 
 def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
-    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
-    return float(diff.mean()) <= max(float(diff.std(ddof=1)) / math.sqrt(len(diff)), PAIRED_FLOOR)
+    excess, se = paired_excess(losses, reference)
+    return excess <= max(se, PAIRED_FLOOR)
 
 
 def refit_rows(

@@ -10,12 +10,11 @@ import torch
 
 from vflfs.ml.embedding_selection import (
     ProxSGD,
-    beats,
     fit_embeddings,
-    prior_losses,
     select_components,
     select_components_path,
 )
+from vflfs.ml.metrics import paired_excess, prior_losses
 from vflfs.ml.models import BottomModel, BottomSpec, Task, TopSpec
 from vflfs.ml.prox import group_lasso_prox_, nonzero_columns
 from vflfs.ml.top import ServerModel
@@ -231,8 +230,9 @@ def test_prior_losses_are_the_constant_predictions_losses():
     assert np.allclose(classification, -np.log(freq), atol=1e-6)
     task = Task("regression").fitted(np.array([1.0, 3.0]))  # mean 2, scale 1
     assert np.allclose(prior_losses(task, np.array([1.0, 3.0]), np.array([2.0, 4.0])), [0, 4])
-    assert beats(np.array([0.1, 0.2, 0.1]), np.array([0.7, 0.7, 0.7]))
-    assert not beats(np.array([0.1, 1.5, 0.1]), np.array([0.7, 0.7, 0.7]))
+    assert sum(paired_excess(np.array([0.1, 0.2, 0.1]), np.array([0.7, 0.7, 0.7]))) < 0
+    excess, se = paired_excess(np.array([0.1, 1.5, 0.1]), np.array([0.7, 0.7, 0.7]))
+    assert excess < 0 < excess + se  # lower on average, not by a standard error
 
 
 def test_stage3_removes_the_inputs_its_embedding_does_not_use():
