@@ -107,9 +107,13 @@ def select_components_path(
         if not sum(path.records[-1]["kept"]):
             break
     prior = prior_losses(server.task, y, validation[1])
+
+    def learned_at(record: dict, losses: np.ndarray) -> bool:
+        excess, se = paired_excess(losses, prior)  # below the prior's by a standard error
+        return bool(sum(record["kept"])) and record["val_metric"] > learned and excess + se < 0
+
     if not any(  # also: the first point closed every component
-        sum(r["kept"]) and r["val_metric"] > learned and sum(paired_excess(losses, prior)) < 0
-        for r, losses in zip(path.records, path.val_losses, strict=True)
+        learned_at(r, losses) for r, losses in zip(path.records, path.val_losses, strict=True)
     ):
         return (
             path.keep(0, "learned nothing from the cached embeddings"),
