@@ -12,7 +12,7 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    its input columns, and tells each party only its own significant component set K_m. That
    message is the last of stage 2. With ``server.path_points`` > 0 (the default) lambda_s
    follows a path and K_m is chosen on the validation rows' embeddings, which the same upload
-   carries (:func:`vflfs.ml.embedding_selection.select_components_path`): a party of pure
+   carries (:func:`vflfs.ml.component_path.select_components_path`): a party of pure
    noise keeps no component, so its stage 3 keeps no feature.
 3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
    delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
@@ -36,7 +36,8 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
-from vflfs.ml.embedding_selection import ProxSGD, select_components, select_components_path
+from vflfs.ml.component_path import select_components_path
+from vflfs.ml.embedding_selection import ProxSGD, select_components
 from vflfs.protocol import (
     LOCAL_SELECT,
     TRAIN_EMBEDDINGS,

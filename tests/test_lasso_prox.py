@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from vflfs.ml.embedding_selection import (
-    ProxSGD,
-    fit_embeddings,
-    select_components,
-    select_components_path,
-)
+from vflfs.ml.component_path import select_components_path
+from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, select_components
 from vflfs.ml.metrics import paired_excess, prior_losses
 from vflfs.ml.models import BottomModel, BottomSpec, Task, TopSpec
 from vflfs.ml.prox import group_lasso_prox_, nonzero_columns
