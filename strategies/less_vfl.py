@@ -49,6 +49,7 @@ from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
+from .early_stopping import learned_level
 from .filter_choice import Candidate, CountChoice
 from .gini import global_ranks
 from .path_choice import good_scores, tolerance
@@ -56,7 +57,7 @@ from .registry import register
 from .result import RunResult
 from .settings import typed
 from .strategy import EpochCallback, log
-from .vfl import VFL, learned_level
+from .vfl import VFL
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,13 @@ from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .checkpoint import resuming
+from .early_stopping import learned_level
 from .path_choice import PathPoint, PathSettings, candidates, choose, tolerance
 from .path_progress import Fitted, PathProgress, Refits
 from .path_refit import PathRefits
 from .result import RunResult
 from .strategy import EpochCallback, Strategy, log
-from .vfl import VFL, learned_level, party_importance
+from .vfl import VFL, party_importance
 
 
 class PathStrategy(PathRefits, VFL):
@@ -259,12 +260,13 @@ class PathStrategy(PathRefits, VFL):
         """Warm-up and refit stop on validation; a path point always runs to its end.
 
         The warm-up counts epochs once the dense model has learned something (its best
-        validation score above the majority class's, :func:`~vflfs.strategies.vfl.learned_level`)
-        and keeps the ``training.patience_steps`` floor only until then: the path's points
-        train at least ``path.steps_per_point`` steps each after it, and a warm-up with the
-        floor throughout let the dense model overfit 2000 rows before the penalty started (the
-        quick preset's precision fell from 0.98 to 0.83 for ``stg``), while one without it
-        ended after 3 steps at the majority rate on a table of 113 training rows (wine)."""
+        validation score above the majority class's,
+        :func:`~vflfs.strategies.early_stopping.learned_level`) and keeps the
+        ``training.patience_steps`` floor only until then: the path's points train at least
+        ``path.steps_per_point`` steps each after it, and a warm-up with the floor throughout
+        let the dense model overfit 2000 rows before the penalty started (the quick preset's
+        precision fell from 0.98 to 0.83 for ``stg``), while one without it ended after 3 steps
+        at the majority rate on a table of 113 training rows (wine)."""
         if not self.path.enabled:
             return super().stop_early(epoch, result)
         if self.patience is None:
