@@ -40,7 +40,8 @@ from vflfs.protocol import SETUP
 
 from .data import party_data
 from .flat_record import pack, unpack
-from .party import STATE_GROUPS, Party, PartySpec
+from .party import Party, PartySpec
+from .party_state import STATE_GROUPS
 from .row_sets import pack_rows, unpack_rows
 
 META = "vflfs.meta"
