@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -341,12 +342,40 @@ def test_filter_counts_halve_within_the_budget():
     assert counts(40, 12) == [12, 6, 3, 1]
 
 
+def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of_two():
+    """Between the ladder's smallest good count (20) and the next one (10, short), the
+    bisection halves the interval: a good count becomes its upper end, a short one its lower,
+    until they meet; each count is tried once."""
+
+    from vflfs.strategies.filter_choice import Candidate, bisect
+
+    def score(k: int) -> float:  # 13 or more features carry the signal
+        return 0.9 if k >= 13 else 0.6
+
+    tried = [Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)) for k in (40, 20, 10, 5)]
+
+    def attempt(k: int) -> Candidate:
+        tried.append(Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)))
+        return tried[-1]
+
+    bisect(tried, tried[1], 0.05, attempt)
+    assert [c.k for c in tried[4:]] == [15, 12, 13]
+    good = [c.k for c in tried if c.val_metric >= 0.9 - 0.05]
+    assert min(good) == 13
+
+
 def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
     cfg = tiny_config("strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=4")
     summary = run_local(cfg, tmp_path)
     choice = summary["extra"]["count_choice"]
     tried = {c["k"]: c for c in choice["tried"]}
-    assert sorted(tried) == [1, 2, 5, 10, 20, 40]
+    ladder = [40, 20, 10, 5, 2, 1]
+    assert [c["k"] for c in choice["tried"][:6]] == ladder
+    # Then the bisection (select.refine, the default): counts between the ladder's smallest
+    # good count and the next smaller one, each tried once.
+    extra = [c["k"] for c in choice["tried"][6:]]
+    assert extra and len(set(extra)) == len(extra) and not set(extra) & set(ladder)
+    assert any(all(lo < k < hi for k in extra) for hi, lo in pairwise(ladder))
     best = max(c["val_metric"] for c in tried.values())
     n = summary["samples"]["val"]  # fstat_filter's default: half a binomial standard error
     assert choice["tolerance"] == pytest.approx(0.5 * math.sqrt(max(best * (1 - best), 1 / n) / n))
