@@ -23,8 +23,10 @@ class EarlyStopping:
     """Patience on the validation score, floored by optimiser steps."""
 
     training: TrainingSettings
-    epoch_steps: int  # optimiser steps per epoch (the training loop sets it)
-    majority_level: float | None  # validation accuracy at most this: learned nothing
+    epoch_steps = 1  # optimiser steps per epoch (the training loop sets it)
+    # validation accuracy at most this: no better than the majority class (learned_level;
+    # the training loop sets it)
+    majority_level: float | None = None
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """``training.patience`` epochs passed without a better validation score."""

@@ -70,9 +70,6 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
     def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
         super().__init__(cfg, run_settings)
         self.secure = SecureConfig.from_cfg(cfg)  # the interactive layer's settings
-        self.epoch_steps = 1  # optimiser steps per epoch (set by the epoch loop)
-        # validation accuracy at most this: no better than the majority class (learned_level)
-        self.majority_level: float | None = None
         if self.secure.enabled and self.training.local_steps != 1:
             raise ConfigError(
                 f"the secure layer (secure={self.secure.mode}) needs training.local_steps=1, "
