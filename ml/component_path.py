@@ -31,59 +31,10 @@ Good = Callable[[list[float], list[np.ndarray]], list[int]]
 indices of the good ones (:func:`vflfs.strategies.path_choice.good_scores`)."""
 
 
-def select_components_path(
-    server: ServerModel,
-    embeddings: list[np.ndarray],
-    y: np.ndarray,
-    validation: tuple[list[np.ndarray], np.ndarray],
-    p: ProxSGD,
-    points: int,
-    growth: float,
-    good: Good,
-    learned: float,
-    refine: int = 3,
-) -> tuple[list[np.ndarray], list[float], list[dict]]:
-    """Stage 2 along a path of lambdas, chosen on the validation rows' cached embeddings.
-
-    Lambda grows from ``p.lam`` by ``growth`` per point, each point warm-started from the last
-    with ``p.epochs / points`` epochs of :func:`prox_sgd`, until no component is left or
-    ``points`` points. Each point is scored on the validation embeddings (``validation``: per
-    party, and the labels) by :func:`refit_score`, its components refit without the penalty:
-    scored while shrunk, a point that has just dropped the noise components scored far below
-    the denser ones (on a regression set, R^2 0.86 against 0.97 with 5 of 48 components left).
-
-    The choice: the ``good`` point (given each point's validation score and per-sample losses)
-    with the fewest components, looked for ``refine`` more times between it and the next point
-    with fewer (lambda at their geometric mean, warm-started from it: one doubling can remove
-    most components at once). That point decides which parties keep a component: a party of
-    pure noise sends none, and its stage 3 keeps no feature. The components kept are those of
-    the good point with the most components open at the same parties
-    (:meth:`ComponentPath.widest`), and the model returns to that point.
-
-    A top model that learns nothing from the cached embeddings cannot judge them: every
-    component is kept, the model back at the first point. Learned means that some point with a
-    component scores above ``learned`` (e.g. the majority class's accuracy) and that its
-    validation rows' losses beat the constant prediction's
-    (:func:`~vflfs.ml.metrics.prior_losses`) by one standard error of the paired differences:
-    on a few dozen training rows the top model memorises the cached embeddings, and a point 2
-    of 20 validation rows above the majority class, with a loss above the class frequencies',
-    had closed every component.
-
-    Returns, per party, the chosen components, the losses of every epoch, and one record per
-    point (lambda, validation score and loss, components kept per party), in the order of
-    lambda.
-    """
-    path = ComponentPath(server, embeddings, y, validation, p, max(1, p.epochs // max(points, 1)))
-    path.run(points, growth)
-    if not path.learned(learned):
-        reason = "learned nothing from the cached embeddings"
-        return path.keep(0, reason), path.losses, path.sorted()
-    chosen = path.refine(path.choose(good), good, refine)
-    return path.keep(path.widest(chosen, good, refine)), path.losses, path.sorted()
-
-
 class ComponentPath:
-    """The points of stage 2's path: each one's record, and the top model's state there."""
+    """Stage 2's path over the cached embeddings (``validation``: per party, and the labels):
+    each point's record, and the top model's state there. ``points`` points at most, each
+    trained ``p.epochs / points`` epochs of :func:`prox_sgd`; :meth:`select` runs and chooses."""
 
     def __init__(
         self,
@@ -92,9 +43,11 @@ class ComponentPath:
         y: np.ndarray,
         validation: tuple[list[np.ndarray], np.ndarray],
         p: ProxSGD,
-        epochs: int,
+        points: int,
     ) -> None:
-        self.server, self.y, self.validation, self.p, self.epochs = server, y, validation, p, epochs
+        self.server, self.y, self.validation, self.p = server, y, validation, p
+        self.points = max(points, 1)
+        self.epochs = max(1, p.epochs // self.points)
         self.inputs = [torch.tensor(np.asarray(e), device=server.device) for e in embeddings]
         self.target = server.task.target(y).to(server.device)
         self.losses: list[float] = []
@@ -130,10 +83,49 @@ class ComponentPath:
         )
         self.states.append(({k: v.detach().clone() for k, v in model.state_dict().items()}, kept))
 
-    def run(self, points: int, growth: float) -> None:
+    def select(
+        self, growth: float, good: Good, learned: float, refine: int = 3
+    ) -> tuple[list[np.ndarray], list[float], list[dict]]:
+        """Stage 2 along a path of lambdas, chosen on the validation rows' cached embeddings.
+
+        Lambda grows from ``p.lam`` by ``growth`` per point (:meth:`run`), until no component
+        is left or ``points`` points. Each point is scored on the validation embeddings by
+        :func:`refit_score`, its components refit without the penalty: scored while shrunk, a
+        point that has just dropped the noise components scored far below the denser ones (on a
+        regression set, R^2 0.86 against 0.97 with 5 of 48 components left).
+
+        The choice: the ``good`` point (given each point's validation score and per-sample
+        losses) with the fewest components, looked for ``refine`` more times between it and the
+        next point with fewer (:meth:`refine`: one doubling can remove most components at
+        once). That point decides which parties keep a component: a party of pure noise sends
+        none, and its stage 3 keeps no feature. The components kept are those of the good point
+        with the most components open at the same parties (:meth:`widest`), and the model
+        returns to that point.
+
+        A top model that learns nothing from the cached embeddings cannot judge them: every
+        component is kept, the model back at the first point. Learned means that some point
+        with a component scores above ``learned`` (e.g. the majority class's accuracy) and that
+        its validation rows' losses beat the constant prediction's
+        (:func:`~vflfs.ml.metrics.prior_losses`) by one standard error of the paired
+        differences (:meth:`learned`): on a few dozen training rows the top model memorises the
+        cached embeddings, and a point 2 of 20 validation rows above the majority class, with a
+        loss above the class frequencies', had closed every component.
+
+        Returns, per party, the chosen components, the losses of every epoch, and one record
+        per point (lambda, validation score and loss, components kept per party), in the order
+        of lambda.
+        """
+        self.run(growth)
+        if not self.learned(learned):
+            reason = "learned nothing from the cached embeddings"
+            return self.keep(0, reason), self.losses, self.sorted()
+        chosen = self.refine(self.choose(good), good, refine)
+        return self.keep(self.widest(chosen, good, refine)), self.losses, self.sorted()
+
+    def run(self, growth: float) -> None:
         """Lambda from ``p.lam``, times ``growth`` per point, each point warm-started from the
         last, until no component is left or ``points`` points."""
-        for j in range(max(points, 1)):
+        for j in range(self.points):
             self.point(self.p.lam * growth**j, 0 if j == 0 else len(self.records) - 1)
             if not sum(self.records[-1]["kept"]):
                 break
@@ -141,7 +133,7 @@ class ComponentPath:
     def learned(self, level: float) -> bool:
         """Whether some point with a component scores above ``level`` on the validation rows
         and beats the constant prediction's losses there by one standard error of the paired
-        differences (:func:`select_components_path`)."""
+        differences (:meth:`select`)."""
         prior = prior_losses(self.server.task, self.y, self.validation[1])
         for record, losses in zip(self.records, self.val_losses, strict=True):
             excess, se = paired_excess(losses, prior)

@@ -6,7 +6,7 @@ Federated Learning", ICML, Algorithm 1 (spec section 5):
 * stage 2 (:func:`select_components`, at the server): train the top model on the parties' cached
   stage-1 embeddings with proximal SGD, the groups being its input columns (one per embedding
   component of each party); the components whose group stays non-zero are significant
-  (:func:`select_components_path`: along a path of lambdas, chosen on validation);
+  (along a path of lambdas, chosen on validation: :class:`vflfs.ml.component_path.ComponentPath`);
 * stage 3 (:func:`fit_embeddings`, at each party): fit the party's own frozen stage-1 embeddings
   on its significant components, min mean (h(x)_k - h_hat_k)^2, with proximal SGD on the
   input-layer columns; the features whose column is zero are removed.

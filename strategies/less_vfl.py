@@ -12,7 +12,7 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    its input columns, and tells each party only its own significant component set K_m. That
    message is the last of stage 2. With ``server.path_points`` > 0 (the default) lambda_s
    follows a path and K_m is chosen on the validation rows' embeddings, which the same upload
-   carries (:func:`vflfs.ml.component_path.select_components_path`): a party of pure
+   carries (:meth:`vflfs.ml.component_path.ComponentPath.select`): a party of pure
    noise keeps no component, so its stage 3 keeps no feature.
 3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
    delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
@@ -36,7 +36,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from vflfs.federation import MB, Federation
-from vflfs.ml.component_path import select_components_path
+from vflfs.ml.component_path import ComponentPath
 from vflfs.ml.embedding_selection import ProxSGD, select_components
 from vflfs.protocol import (
     LOCAL_SELECT,
@@ -221,7 +221,7 @@ class LessVFL(CountChoice, VFL):
         """Stage 2: one upload of the training embeddings (and, for the path, the validation
         rows'), then P-SGD at the server alone: at the fixed lambda_s, or along a path of
         lambdas, keeping the fewest components whose top model scores within the tolerance of
-        the path's best on validation (:func:`select_components_path`)."""
+        the path's best on validation (:meth:`~vflfs.ml.component_path.ComponentPath.select`)."""
         server = self.stages["server"]
         assert isinstance(server, ServerStageSettings)
         val = experiment.splits.val
@@ -237,13 +237,8 @@ class LessVFL(CountChoice, VFL):
             validation = ([r.val_embeddings for r in replies], experiment.y[val])
             s = self.select_settings  # the count choice's tolerance, if it has one
             setting, errors = (None, 1.0) if s is None else (s.tolerance, s.standard_errors)
-            keep, losses, record["path"] = select_components_path(
-                self.server,
-                embeddings,
-                y,
-                validation,
-                p,
-                server.path_points,
+            path = ComponentPath(self.server, embeddings, y, validation, p, server.path_points)
+            keep, losses, record["path"] = path.select(
                 server.path_growth,
                 lambda metrics, losses: good_scores(
                     metrics, tolerance(setting, experiment, max(metrics), errors), losses

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from vflfs.ml.component_path import select_components_path
+from vflfs.ml.component_path import ComponentPath
 from vflfs.ml.embedding_selection import ProxSGD, fit_embeddings, select_components
 from vflfs.ml.metrics import paired_excess, prior_losses
 from vflfs.ml.models import BottomModel, BottomSpec, Task, TopSpec
@@ -112,8 +112,8 @@ def test_stage2_path_closes_the_noise_party_where_the_fixed_lambda_keeps_all():
     assert [len(k) for k in keep] == [4, 4]
     server = server_model(widths=(4, 4), lr=0.01)
     slack = 0.02
-    keep, losses, records = select_components_path(
-        server, train, y, (val, val_y), p, 12, 2.0, within(slack), learned=0.55
+    keep, losses, records = ComponentPath(server, train, y, (val, val_y), p, 12).select(
+        2.0, within(slack), learned=0.55
     )
     assert keep[0].tolist() == [0] and keep[1].tolist() == []
     assert len(losses) == len(records) * (150 // 12)
@@ -142,9 +142,9 @@ def test_stage2_path_keeps_both_signal_components_and_refines_between_its_points
     y, train = data(2000, 0)
     val_y, val = data(600, 1)
     p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
-    keep, _, records = select_components_path(
-        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12, 2.0, within(0.02), 0.55
-    )
+    keep, _, records = ComponentPath(
+        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12
+    ).select(2.0, within(0.02), 0.55)
     assert [k.tolist() for k in keep] == [[0, 1], []]
     lams = [r["lam"] for r in records]
     assert len(set(lams)) == len(lams)  # no point trained twice
@@ -156,25 +156,17 @@ def test_stage2_path_keeps_every_component_when_its_top_model_learns_nothing():
     val_y, val = label_and_noise(600, 1)
     p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=24, batch_size=128, seed=0)
     server = server_model(widths=(4, 4), lr=0.01)
-    keep, _, records = select_components_path(
-        server, train, y, (val, val_y), p, 12, 2.0, within(0.02), learned=1.0
+    keep, _, records = ComponentPath(server, train, y, (val, val_y), p, 12).select(
+        2.0, within(0.02), learned=1.0
     )
     assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2
     assert [r.get("chosen") for r in records][0] == "learned nothing from the cached embeddings"
     assert sum(r.get("chosen") is not None for r in records) == 1
     # A first lambda that closes every component leaves nothing to judge either.
     huge = ProxSGD(lam=1e4, lr=0.01, prox_lr=0.01, epochs=2, batch_size=128, seed=0)
-    keep, _, records = select_components_path(
-        server_model(widths=(4, 4), lr=0.01),
-        train,
-        y,
-        (val, val_y),
-        huge,
-        2,
-        2.0,
-        within(0.02),
-        0.55,
-    )
+    keep, _, records = ComponentPath(
+        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), huge, 2
+    ).select(2.0, within(0.02), 0.55)
     assert [k.tolist() for k in keep] == [[0, 1, 2, 3]] * 2 and records[0]["kept"] == [0, 0]
 
 
@@ -188,17 +180,9 @@ def test_stage2_path_keeps_every_component_when_its_top_model_memorises():
         train = [rng.normal(size=(40, 12)).astype(np.float32) for _ in range(2)]
         val = [rng.normal(size=(20, 12)).astype(np.float32) for _ in range(2)]
         p = ProxSGD(lam=0.005, lr=0.5, prox_lr=0.01, epochs=120, batch_size=128, seed=0)
-        keep, _, records = select_components_path(
-            server_model(widths=(12, 12), lr=0.5),
-            train,
-            y,
-            (val, val_y),
-            p,
-            12,
-            2.0,
-            within(0.1),
-            learned=0.0,  # any accuracy counts: the losses decide
-        )
+        keep, _, records = ComponentPath(
+            server_model(widths=(12, 12), lr=0.5), train, y, (val, val_y), p, 12
+        ).select(2.0, within(0.1), learned=0.0)
         assert [len(k) for k in keep] == [12, 12]
         assert records[0]["chosen"] == "learned nothing from the cached embeddings"
 
@@ -210,9 +194,9 @@ def test_stage2_path_bisects_toward_denser_points_without_training_a_lambda_twic
     y, train = label_and_noise(2000, 0)
     val_y, val = label_and_noise(600, 1)
     p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
-    _, _, records = select_components_path(
-        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12, 2.0, within(1.0), 0.55
-    )
+    _, _, records = ComponentPath(
+        server_model(widths=(4, 4), lr=0.01), train, y, (val, val_y), p, 12
+    ).select(2.0, within(1.0), 0.55)
     lams = [r["lam"] for r in records]
     assert len(set(lams)) == len(lams)
     empty = [r["lam"] for r in records if not sum(r["kept"])]
