@@ -275,11 +275,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
                 if closing and self.close_epoch(
                     federation, experiment, result, epoch - 1, losses, replies, on_epoch
                 ):
-                    # Early stop: settle the batches the parties embedded, so that no
-                    # gradient is pending and the run can go on with another phase.
-                    with federation.traffic.in_phase("training"):
-                        _, grads = self.server_steps(experiment, replies, group)
-                        self.exchange(federation, grads, None, evaluate=False)
+                    self.settle(federation, experiment, replies, group)
                     return True
                 if closing:
                     losses = []
@@ -293,6 +289,20 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
             if epoch < stop:
                 epoch_done(self, result, LoopState(first, stop, epoch, grads, losses))
         return False
+
+    def settle(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        replies: dict[int, Body],
+        batches: list[np.ndarray],
+    ) -> None:
+        """After an early stop: the server's steps on the batches the parties embedded, and
+        their gradients sent back, so that no gradient is pending and the run can go on with
+        another phase."""
+        with federation.traffic.in_phase("training"):
+            _, grads = self.server_steps(experiment, replies, batches)
+            self.exchange(federation, grads, None, evaluate=False)
 
     def close_epoch(
         self,
