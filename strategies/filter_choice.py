@@ -15,10 +15,10 @@ the smallest whose best validation score is within the tolerance of the best cou
 standard error by default, :func:`vflfs.strategies.path.tolerance`) and whose validation loss,
 sample by sample, the paired comparison cannot tell from the lowest, and the reported model is
 that training's best epoch. With ``select.refine`` the server then bisects between that count
-and the next smaller one tried (k/2, which fell short), so that the count need not be a power
-of two; with ``select.refit_patience`` the chosen count trains once more with that patience,
-and the better of its two trainings on validation is reported. With ``strategy.keep_fraction``
-set, a filter keeps that share instead.
+and the next smaller one tried (k/2, which fell short), until the two are within 1.2x of each
+other, so that the count need not be a power of two; with ``select.refit_patience`` the
+chosen count trains once more with that patience, and the better of its two trainings on
+validation is reported. With ``strategy.keep_fraction`` set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
 from .path import tolerance
-from .path_choice import good_scores
+from .path_choice import FINE_RATIO, good_scores
 from .result import RunResult
 from .settings import typed
 from .strategy import EpochCallback, log
@@ -108,10 +108,12 @@ def bisect(
 ) -> None:
     """Try the counts between ``chosen`` and the next smaller count tried (which fell short),
     halving the interval: a good count (:func:`good_scores` among those tried so far) becomes
-    its upper end."""
+    its upper end. It stops once the ends are within :data:`FINE_RATIO` of each other: each
+    count tried is one more chance for a sparser count to pass the tolerance by chance, and
+    on thousands of features a bisection to a gap of one tried 9-12 counts."""
     below = [c.k for c in tried if c.k < chosen.k]
     lo, hi = (max(below) if below else 0), chosen.k
-    while hi - lo > 1:
+    while hi - lo > 1 and hi >= FINE_RATIO * lo:
         mid = (lo + hi) // 2
         attempt(mid)
         metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]

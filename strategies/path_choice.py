@@ -213,6 +213,10 @@ def good_scores(
     return good
 
 
+# Two counts of features closer than this ratio are not told apart by one more training: the
+# probes between refits stop there (:func:`next_probe`), as does the filters' count bisection.
+FINE_RATIO = 1.2
+
 # Per-sample loss differences below this are ties (nats, or squared standardised errors): where
 # every model classifies the validation rows perfectly, their mean losses differ by 1e-5 and
 # one standard error of that is smaller still, so the most confident model would be the only
@@ -278,12 +282,12 @@ def next_probe(kept: list[int], win: int, path_kept: list[int]) -> int | None:
     tried = set(kept)
     lost = [k for k in kept if 0 < k < a]
     below = lost or [k for k in path_kept if 0 < k < a]
-    if below and a - (low := max(below)) >= 2 and a / low >= 1.2:
+    if below and a - (low := max(below)) >= 2 and a / low >= FINE_RATIO:
         return _between(low, a, tried)
     above = [k for k in [*kept, *path_kept] if k > a]
     if win > 0 and above and (up := min(above)) / a >= 1.5:
         return _between(a, up, tried)
-    far = [k for k in path_kept if k > 0 and a / k >= 1.2]
+    far = [k for k in path_kept if k > 0 and a / k >= FINE_RATIO]
     if not lost and far:
         return _between(max(far), a, tried)
     return None

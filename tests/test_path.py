@@ -364,6 +364,24 @@ def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of
     assert min(good) == 13
 
 
+def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_other():
+    """On thousands of features the bisection does not go down to a gap of one: it stops when
+    the short count is within 1.2x of the good one (a gap of 125 here), after three counts."""
+    from vflfs.strategies.filter_choice import Candidate, bisect
+
+    def score(k: int) -> float:
+        return 0.9 if k >= 1300 else 0.6
+
+    tried = [Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)) for k in (2000, 1000)]
+
+    def attempt(k: int) -> Candidate:
+        tried.append(Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)))
+        return tried[-1]
+
+    bisect(tried, tried[0], 0.05, attempt)
+    assert [c.k for c in tried[2:]] == [1500, 1250, 1375]
+
+
 def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
     cfg = tiny_config("strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=4")
     summary = run_local(cfg, tmp_path)
