@@ -132,7 +132,7 @@ class CountSettings:
     tolerance: float | None  # None: standard_errors standard errors of the best score
     max_features: int | None  # a budget: try only counts up to it
     standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
-    refine: bool = False  # then bisect between the chosen count k and k/2
+    refine: bool = False  # then bisect between the chosen count k and k/2, to ends within 1.2x
     refit_patience: int | None = None  # then the chosen count once more with this patience
 
     def __post_init__(self) -> None:
