@@ -382,8 +382,11 @@ def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_othe
     assert [c.k for c in tried[2:]] == [1500, 1250, 1375]
 
 
-def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
-    cfg = tiny_config("strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=4")
+@pytest.mark.parametrize("score", ["fstat", "gini"])
+def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
+    """Both filters choose their count alike: the halving, then the bisection (each count
+    tried once), the smallest good count within half a standard error of the best."""
+    cfg = tiny_config(f"strategy={score}_filter strategy.{score}.key_bits=512 training.epochs=4")
     summary = run_local(cfg, tmp_path)
     choice = summary["extra"]["count_choice"]
     tried = {c["k"]: c for c in choice["tried"]}
@@ -395,7 +398,7 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path):
     assert extra and len(set(extra)) == len(extra) and not set(extra) & set(ladder)
     assert any(all(lo < k < hi for k in extra) for hi, lo in pairwise(ladder))
     best = max(c["val_metric"] for c in tried.values())
-    n = summary["samples"]["val"]  # fstat_filter's default: half a binomial standard error
+    n = summary["samples"]["val"]  # the filters' default: half a binomial standard error
     assert choice["tolerance"] == pytest.approx(0.5 * math.sqrt(max(best * (1 - best), 1 / n) / n))
     good = [k for k, c in tried.items() if c["good"]]
     assert all(tried[k]["val_metric"] >= best - choice["tolerance"] for k in good)
