@@ -213,8 +213,9 @@ def good_scores(
     return good
 
 
-# Two counts of features closer than this ratio are not told apart by one more training: the
-# probes between refits stop there (:func:`next_probe`), as does the filters' count bisection.
+# Counts of features within this ratio of each other are not worth another training between
+# them: the probes between refits stop there (:func:`next_probe`), as does the filters' count
+# bisection (:func:`vflfs.strategies.filter_choice.bisect`).
 FINE_RATIO = 1.2
 
 # Per-sample loss differences below this are ties (nats, or squared standardised errors): where
