@@ -200,41 +200,30 @@ class CountChoice:
             tried.pop()
             record["refit"] = refit.row()
             chosen = refit if refit.val_metric >= chosen.val_metric else chosen
-        if any(c is dense for c in tried):
-            chosen, plain, slack = self.weigh_plain(
-                federation, experiment, result, on_epoch, ranks, tried, chosen
-            )
+        if dense is not None and any(c is dense for c in tried):
+            plain = Candidate(dense.k, dense.kept, 0, 0, plain=True)
+            self.train_plain(federation, experiment, result, on_epoch, plain)
+            chosen, slack = self.weigh_plain(experiment, tried, chosen, plain)
             record.update(plain=plain.row(), chosen=chosen.k, tolerance=slack)
         self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)
 
     def weigh_plain(
-        self,
-        federation: Federation,
-        experiment: Experiment,
-        result: RunResult,
-        on_epoch: EpochCallback | None,
-        ranks: list[np.ndarray],
-        tried: list[Candidate],
-        chosen: Candidate,
-    ) -> tuple[Candidate, Candidate, float]:
-        """The pre-trained model stood for d: d is trained once more as ``strategy=vfl``'s run
-        and joins the choice, so that it is never worse on validation than that run by more
-        than the tolerance (a short pre-training scored below it on ISOLET). Returns the
-        choice among the counts tried (``chosen`` as trained last) and that run, the run, and
-        the tolerance."""
+        self, experiment: Experiment, tried: list[Candidate], chosen: Candidate, plain: Candidate
+    ) -> tuple[Candidate, float]:
+        """The pre-trained model stood for d: d, trained once more as ``strategy=vfl``'s run
+        (``plain``), joins the choice, so that it is never worse on validation than that run by
+        more than the tolerance (a short pre-training scored below it on ISOLET). Returns the
+        choice among the counts tried (``chosen`` as trained last) and that run, and the
+        tolerance."""
         s = self.select_settings
         assert s is not None
-        total = sum(len(r) for r in ranks)
-        plain = Candidate(total, [np.arange(len(r)) for r in ranks], 0, 0, plain=True)
-        self.train_plain(federation, experiment, result, on_epoch, plain)
-        log.info("%s: all %d features, as vfl: validation %.4f", self.name, total, plain.val_metric)
         others = [c for c in tried if c.k != chosen.k]
         chosen, slack = smallest_good(
             [*others, chosen, plain], experiment, s.tolerance, s.standard_errors
         )
-        return chosen, plain, slack
+        return chosen, slack
 
     def dense_candidate(self) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d
@@ -262,6 +251,12 @@ class CountChoice:
         finally:
             self.plain, self.shuffle_origin = False, 0
             self.restarts, self.patience = restarts, patience
+        log.info(
+            "%s: all %d features, as vfl: validation %.4f",
+            self.name,
+            candidate.k,
+            candidate.val_metric,
+        )
 
     def report(self, result: RunResult, chosen: Candidate) -> None:
         """The reported model: ``chosen``'s best epoch, its features and components."""
