@@ -1,0 +1,90 @@
+"""The filters' count choice: the halving ladder, the bisection and its stop, and a real run
+of each filter."""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from helpers import run_local, tiny_config
+
+
+def test_filter_counts_halve_within_the_budget():
+    from vflfs.strategies.filter_choice import counts
+
+    assert counts(40, None) == [40, 20, 10, 5, 2, 1]
+    assert counts(40, 12) == [12, 6, 3, 1]
+
+
+def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of_two():
+    """Between the ladder's smallest good count (20) and the next one (10, short), the
+    bisection halves the interval: a good count becomes its upper end, a short one its lower,
+    until they meet; each count is tried once."""
+
+    from vflfs.strategies.filter_choice import Candidate, bisect
+
+    def score(k: int) -> float:  # 13 or more features carry the signal
+        return 0.9 if k >= 13 else 0.6
+
+    tried = [Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)) for k in (40, 20, 10, 5)]
+
+    def attempt(k: int) -> Candidate:
+        tried.append(Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)))
+        return tried[-1]
+
+    bisect(tried, tried[1], 0.05, attempt)
+    assert [c.k for c in tried[4:]] == [15, 12, 13]
+    good = [c.k for c in tried if c.val_metric >= 0.9 - 0.05]
+    assert min(good) == 13
+
+
+def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_other():
+    """On thousands of features the bisection does not go down to a gap of one: it stops when
+    the short count is within 1.2x of the good one (a gap of 125 here), after three counts."""
+    from vflfs.strategies.filter_choice import Candidate, bisect
+
+    def score(k: int) -> float:
+        return 0.9 if k >= 1300 else 0.6
+
+    tried = [Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)) for k in (2000, 1000)]
+
+    def attempt(k: int) -> Candidate:
+        tried.append(Candidate(k, [np.arange(k)], 0, 0, val_metric=score(k)))
+        return tried[-1]
+
+    bisect(tried, tried[0], 0.05, attempt)
+    assert [c.k for c in tried[2:]] == [1500, 1250, 1375]
+
+
+@pytest.mark.parametrize("score", ["fstat", "gini"])
+def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
+    """Both filters choose their count alike: the halving, then the bisection (each count
+    tried once), the smallest good count within half a standard error of the best."""
+    cfg = tiny_config(f"strategy={score}_filter strategy.{score}.key_bits=512 training.epochs=4")
+    summary = run_local(cfg, tmp_path)
+    choice = summary["extra"]["count_choice"]
+    tried = {c["k"]: c for c in choice["tried"]}
+    ladder = [40, 20, 10, 5, 2, 1]
+    assert [c["k"] for c in choice["tried"][:6]] == ladder
+    # Then the bisection (select.refine, the default): counts between the ladder's smallest
+    # good count and the next smaller one, each tried once.
+    extra = [c["k"] for c in choice["tried"][6:]]
+    assert extra and len(set(extra)) == len(extra) and not set(extra) & set(ladder)
+    assert any(all(lo < k < hi for k in extra) for hi, lo in pairwise(ladder))
+    best = max(c["val_metric"] for c in tried.values())
+    n = summary["samples"]["val"]  # the filters' default: half a binomial standard error
+    assert choice["tolerance"] == pytest.approx(0.5 * math.sqrt(max(best * (1 - best), 1 / n) / n))
+    good = [k for k, c in tried.items() if c["good"]]
+    assert all(tried[k]["val_metric"] >= best - choice["tolerance"] for k in good)
+    assert all(c["val_loss"] is not None for c in tried.values())
+    reference = min(tried.values(), key=lambda c: c["val_loss"])  # the paired comparisons'
+    if reference["val_metric"] >= best - choice["tolerance"]:
+        assert reference["good"]
+    assert choice["chosen"] == min(good)
+    chosen = tried[choice["chosen"]]
+    assert summary["selection"]["selected_features"] == choice["chosen"]
+    assert chosen["epochs"][0] <= summary["best_epoch"] < chosen["epochs"][1]
+    assert summary["val_metric"] == chosen["val_metric"]

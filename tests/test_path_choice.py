@@ -1,0 +1,262 @@
+"""The path's rules alone: the choice, the refit candidates and probes, the ranking, and
+where the path ends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
+from vflfs.strategies.path_choice import candidates, choose_refit, denser_probe, next_probe
+from vflfs.strategies.path_progress import Ranking
+
+
+def point(k: int, val: float, kept: list[int], penalty: float | None = None) -> PathPoint:
+    return PathPoint(
+        point=k,
+        penalty=float(k) if penalty is None else penalty,
+        epoch=k,
+        val_metric=val,
+        val_loss=0.0,
+        selected=[list(range(n)) for n in kept],
+        components=[[0] for _ in kept],
+        mb=0.0,
+    )
+
+
+def test_choice_is_the_sparsest_point_within_the_tolerance():
+    points = [point(0, 0.80, [10, 10]), point(1, 0.84, [6, 5]), point(2, 0.82, [2, 1])]
+    assert choose(points, 0.03, None).point == 2  # 0.82 >= 0.84 - 0.03, and sparsest
+    assert choose(points, 0.01, None).point == 1  # 0.82 < 0.84 - 0.01
+    assert choose(points, 0.01, 4).point == 2  # the budget leaves only point 2
+    # never a point worse than the dense one by more than the tolerance:
+    assert choose([point(0, 0.9, [5]), point(1, 0.7, [1])], 0.05, None).point == 0
+
+
+def test_candidates_are_the_choice_and_sparser_points_near_the_best():
+    points = [
+        point(0, 0.80, [10, 10]),
+        point(1, 0.86, [6, 5]),
+        point(2, 0.85, [3, 2]),
+        point(3, 0.84, [2, 1]),
+        point(4, 0.83, [1, 1]),
+        point(5, 0.60, [1, 0]),
+    ]
+    settings = PathSettings(refit_candidates=3, candidate_slack=3.0)
+    chosen = choose(points, 0.01, None)
+    assert chosen.point == 2
+    # the 1-SE point, the best point, then the sparsest within 3 x 0.01 of 0.86 (point 4;
+    # point 5 scores too low), densest first
+    assert [p.point for p in candidates(points, chosen, 0.01, settings)] == [1, 2, 4]
+    two = PathSettings(refit_candidates=2, candidate_slack=3.0)
+    assert [p.point for p in candidates(points, chosen, 0.01, two)] == [1, 2]
+    one = PathSettings(refit_candidates=1)
+    assert [p.point for p in candidates(points, chosen, 0.01, one)] == [2]
+    # the same selection twice is refit once
+    twin = [*points[:3], point(3, 0.85, [3, 2])]
+    assert [p.point for p in candidates(twin, chosen, 0.01, settings)] == [1, 2]
+
+
+def test_the_refit_choice_is_the_sparsest_refit_within_the_tolerance():
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.85)], 0.02) == 1
+    assert choose_refit([(a, 0.90), (b, 0.89), (c, 0.89)], 0.02) == 2
+    assert choose_refit([(a, 0.90), (b, 0.80), (c, 0.70)], 0.02) == 0
+    with pytest.raises(ValueError, match="refit_candidates"):
+        PathSettings.from_cfg({"refit_candidates": 0})
+
+
+def test_the_refit_choice_rejects_a_model_the_paired_losses_find_worse():
+    rng = np.random.default_rng(0)
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    base = rng.exponential(0.4, 400)
+    noise = lambda: rng.normal(0, 0.05, 400)  # noqa: E731
+    # c's accuracy is within the slack, but every row's loss is higher: it misses a feature
+    losses = [base, base + noise(), base + 0.03 + noise()]
+    scores = [(a, 0.90), (b, 0.89), (c, 0.89)]
+    assert choose_refit(scores, 0.02) == 2  # accuracy alone cannot tell
+    assert choose_refit(scores, 0.02, losses) == 1
+    # without every model's losses (e.g. an older checkpoint) the accuracy rule stands
+    assert choose_refit(scores, 0.02, [base, None, base]) == 2
+
+
+def test_the_refit_choice_ties_perfect_models_whose_losses_differ_by_a_trifle():
+    a, b, c = point(1, 0.8, [6]), point(2, 0.8, [3]), point(3, 0.8, [1])
+    rng = np.random.default_rng(0)
+    # every model right on every row; the losses 1e-5 to 1e-4 apart, with a smaller spread
+    losses = [rng.uniform(1, 2, 400) * s for s in (1e-5, 5e-5, 1e-4)]
+    scores = [(a, 1.0), (b, 1.0), (c, 1.0)]
+    assert choose_refit(scores, 0.002, losses) == 2  # the sparsest, not the most confident
+    # a real gap (0.03 nats a row) still counts
+    losses[2] = losses[0] + 0.03
+    assert choose_refit(scores, 0.002, losses) == 1
+
+
+def test_probes_halve_the_gap_below_the_winner_then_above_it():
+    path = [50, 33, 8, 5]
+    # 8 lost to 33: try between them
+    assert next_probe([50, 33, 8], 1, path) == 16
+    # 8 won and nothing sparser was refit: toward the next sparser path point first
+    assert next_probe([50, 8], 1, path) == 6
+    # ... 6 lost: between them; 7 lost too: the gap above, to 16, then the gaps are closed
+    assert next_probe([50, 8, 16, 6], 1, path) == 7
+    assert next_probe([50, 8, 16, 6, 7], 1, path) == 11
+    assert next_probe([50, 8, 16, 6, 7, 11], 1, path) is None
+    # the dense model won over 8: between them, never above it
+    assert next_probe([50, 8], 0, path) == 20
+    assert next_probe([50], 0, [50]) is None
+    # the winner lies within 1.2x of the next sparser path point, never refit: past it
+    assert next_probe([200, 165, 150], 2, [200, 136, 43]) == 80
+    assert next_probe([200, 165, 150, 80], 2, [200, 136, 43]) == 110  # 80 lost: between
+
+
+def test_probes_go_below_a_winner_whose_next_path_point_kept_nothing():
+    path = [500, 120, 59, 0]
+    # 59 won, the path fell from 59 to none: down toward 1, then halving as above
+    assert next_probe([500, 120, 59], 2, path) == 8
+    assert next_probe([500, 120, 59, 8], 3, path) == 3  # 8 won
+    assert next_probe([500, 120, 59, 8], 2, path) == 22  # 8 lost
+    assert next_probe([500, 120, 59, 8, 3, 2], 5, path) is None
+    # from within 1.2x of the winner to none: past that point, toward 1
+    assert next_probe([500, 70, 60], 2, [500, 70, 60, 55, 0]) == 8
+    # a sparser nonempty point: as before the rule (no probe below it)
+    assert next_probe([500, 120, 59], 2, [500, 120, 59, 5, 0]) == 17
+    assert next_probe([500, 120, 59], 2, [500, 120, 59, 5]) == 17
+
+
+def test_a_denser_probe_doubles_a_winner_with_no_refit_model_up_to_twice_its_size():
+    assert denser_probe([500, 6, 5, 3], 2) == 10  # 5 won; 6 is not about twice it
+    assert denser_probe([500, 12, 5, 3], 2) is None  # 12 is about twice the winner's 5
+    assert denser_probe([500, 5, 3], 1) == 10
+    assert denser_probe([500, 5, 3, 10], 3) == 20  # 10 won: double again
+    assert denser_probe([500, 5, 3, 10], 1) is None  # 10 lost to 5: done
+    assert denser_probe([500, 5], 0) is None  # the dense model won
+    assert denser_probe([30, 16], 1) is None  # twice 16 is the dense model's size or more
+
+
+def test_the_ranking_orders_by_last_point_kept_then_importance():
+    ranking = Ranking()
+    ranking.update(0, [[0, 1, 2], [0, 1]], [[0], [0]], [[1, 1, 1], [1, 1]])
+    ranking.update(1, [[0, 2], [1]], [[0], [0]], [[0.9, 0.0, 0.2], [0.0, 0.5]])
+    ranking.update(2, [[0], []], [[0], []], [[0.8, 0.0, 0.0], [0.0, 0.0]])
+    assert ranking.top(1) == [[0], []]
+    assert ranking.top(2) == [[0], [1]]  # kept to point 1, importance 0.5 > 0.2
+    assert ranking.top(3) == [[0, 2], [1]]
+    assert ranking.top(5) == [[0, 1, 2], [0, 1]]
+
+
+def test_a_party_without_components_selects_nothing():
+    p = PathPoint(0, 0.0, 0, 0.5, 0.0, selected=[[0, 1], [2]], components=[[0], []], mb=0)
+    assert p.kept == 2 and p.row()["per_party"] == [2, 0]
+    assert "top_k" not in p.row() and "denser" not in p.row()  # a trained point's row
+
+
+def test_settings_reject_unknown_keys_and_a_shrinking_path():
+    with pytest.raises(ValueError, match="unknown strategy.path keys"):
+        PathSettings.from_cfg({"grow": 2})
+    with pytest.raises(ValueError, match="growth"):
+        PathSettings.from_cfg({"growth": 0.5})
+
+
+def test_past_its_planned_points_the_path_goes_on_while_the_last_is_good():
+    path = PathStrategy.__new__(PathStrategy)
+    path.path = PathSettings(points=2, max_points=6, tolerance=0.02)
+    dense, first = point(0, 0.90, [10, 10]), point(1, 0.91, [8, 8])
+    assert not path.path_done([dense, point(1, 0.50, [5, 5])], None)  # planned: on
+    assert not path.path_done([dense, first, point(2, 0.90, [5, 5])], None)  # good: on
+    assert path.path_done([dense, first, point(2, 0.88, [5, 5])], None)  # 0.88 < 0.91 - 0.02
+    assert path.path_done([dense, first, point(2, 0.91, [1, 0])], None)  # one feature left
+    assert path.path_done([dense, point(1, 0.9, [0, 0])], None)  # nothing left
+    # A path that has not removed half the features goes on, even below the tolerance (an
+    # overfit dense model's training loss, the penalty's unit, is near zero); then the rule
+    # applies again.
+    assert not path.path_done([dense, first, point(2, 0.80, [10, 10])], None)
+    assert not path.path_done([dense, first, point(2, 0.80, [10, 1])], None)
+    assert path.path_done([dense, first, point(2, 0.80, [10, 0])], None)
+
+
+def test_the_penalty_grows_finer_once_a_feature_has_left_the_path():
+    path = PathStrategy.__new__(PathStrategy)
+    path.path = PathSettings(growth=2.0, fine_growth=1.5)
+    dense = point(0, 0.90, [10, 10])
+    assert path.growth([dense, point(1, 0.9, [10, 10])]) == 2.0  # nothing removed yet
+    assert path.growth([dense, point(1, 0.9, [10, 10]), point(2, 0.9, [9, 10])]) == 1.5
+    path.path = PathSettings(growth=2.0)  # fine_growth unset: growth throughout
+    assert path.growth([dense, point(1, 0.9, [3, 1])]) == 2.0
+    with pytest.raises(ValueError, match="fine_growth must be > 1"):
+        PathSettings.from_cfg({"fine_growth": 1.0})
+
+
+def test_every_input_gate_weighs_the_same_whatever_the_split():
+    from types import SimpleNamespace
+
+    from vflfs.strategies.stg import input_share
+
+    experiment = SimpleNamespace(columns=[np.arange(40), np.arange(60), np.arange(100)])
+    shares = [input_share(experiment, m, {"reduce": "mean"}) for m in range(3)]
+    # lambda x share / d_m is the same for each party's gates
+    assert np.allclose([s / n for s, n in zip(shares, (40, 60, 100), strict=True)], 3 / 200)
+    assert input_share(experiment, 0, {"reduce": "sum"}) == 1.0
+    even = SimpleNamespace(columns=[np.arange(50)] * 4)
+    assert input_share(even, 2, {"reduce": "mean"}) == 1.0
+
+
+@pytest.mark.parametrize("warmup", [0.8, 0.88])
+def test_a_winning_dense_refit_is_probed_below_by_its_own_ranking_if_the_path_failed(warmup):
+    """Below a dense refit that beat every model of the path by more than
+    ``path.candidate_slack`` tolerances, the probes take the dense refit's own ranking (its
+    input-column norms), halving from its count down toward one feature; a probe of that
+    ranking that wins is probed below by the same ranking. After a near miss (0.88 against
+    0.9, two tolerances) the path's ranking probes, counting from the path's densest point
+    (the dense refit keeps every feature, more than the path's densest point when the
+    warm-up closed a gate)."""
+    from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+
+    points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(5), np.ones(5)])
+    every = PathPoint(0, 0.0, 0, 0.8, 0.0, [list(range(5))] * 2, [[0], [0]], 0.0)
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    norms = [{"values": [0.1, 0.2, 0.3, 5.0, 0.5]}, {"values": [4.0, 0.0, 0.0, 0.0, 3.0]}]
+    dense = Fitted(first=0, stop=1, parties=[], importance=norms)
+    scores = [(points[0], warmup), (every, 0.9)]
+    progress.refits = Refits([every], [[]], [model, dense], scores)
+    progress.slack = 0.01
+    assert progress.add_probe(PathSettings())
+    probe = progress.refits.pool[-1]
+    if warmup == 0.88:  # halfway from the path's next point (4) to its densest (6)
+        assert (probe.top_k, probe.ranking, probe.point) == (5, "path", 0)
+        return
+    # halfway (geometrically) from the dense refit's 10 to 1
+    assert (probe.top_k, probe.ranking, probe.point) == (3, "dense", 0)
+    assert probe.selected == [[3], [0, 4]] and probe.components == [[0], [0]]
+    assert probe.label == "top 3 of the dense refit's ranking"
+    progress.refits.models.append(model)
+    progress.refits.scores.append((probe, 0.95))
+    assert progress.add_probe(PathSettings())
+    probe = progress.refits.pool[-1]
+    assert (probe.top_k, probe.ranking, probe.selected) == (2, "dense", [[3], [0]])
+
+
+@pytest.mark.parametrize(("path_score", "probed"), [(0.5, True), (0.89, False)])
+def test_the_dense_refits_ranking_has_probes_of_its_own(path_score, probed):
+    """The path's three probes are spent before the dense refit; where it beat the path by
+    far, its own ranking still has its probes; after a near miss nothing is left."""
+    from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+
+    points = [point(0, 0.8, [3, 3]), point(1, 0.7, [2, 2]), point(2, 0.6, [1, 1])]
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(5), np.ones(5)])
+    probes = [progress.path_probe(k, False) for k in (5, 3, 2)]
+    every = PathPoint(0, 0.0, 0, 0.8, 0.0, [list(range(5))] * 2, [[0], [0]], 0.0)
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    norms = [{"values": [0.1, 0.2, 0.3, 5.0, 0.5]}, {"values": [4.0, 0.0, 0.0, 0.0, 3.0]}]
+    dense = Fitted(first=0, stop=1, parties=[], importance=norms)
+    scores = [(points[0], path_score), *((p, path_score) for p in probes), (every, 0.9)]
+    progress.refits = Refits([*probes, every], [[]] * 4, [model] * 4 + [dense], scores)
+    progress.slack = 0.01
+    assert progress.add_probe(PathSettings()) is probed
+    if probed:
+        assert progress.refits.pool[-1].ranking == "dense"
