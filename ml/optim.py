@@ -40,7 +40,7 @@ def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer
 
     The stochastic gates' means can so descend their gradient unscaled, as STG's authors
     trained them, while the network's weights keep Adam (``strategy.gate_optimizer=sgd``; on
-    the selection benchmark it ranked the columns no better than Adam: docs/selection.md).
+    the selection benchmark it ranked the columns no better than Adam: docs/selection_limits.md).
     """
     base_step = cls.step
 

@@ -303,7 +303,7 @@ def denser_probe(kept: list[int], win: int) -> int | None:
     :func:`next_probe` only fills the gaps up to the next denser path point. On real MADELON
     the default model reaches 85.5% on the top 15 columns of a Gini ranking (14 relevant)
     against 77-82% on the top 7-10, while a ``fedsdg_fs`` path's winner keeps 4-7: the choice
-    can weigh the denser set only once it is refit (docs/selection.md).
+    can weigh the denser set only once it is refit (docs/selection_results.md).
     """
     a = kept[win]
     if win == 0 or a <= 0 or 2 * a >= kept[0]:

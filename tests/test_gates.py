@@ -188,7 +188,7 @@ def test_sgd_gates_need_a_learning_rate():
 
 
 def test_stg_gates_draw_their_noise_at_one_and_fedsdg_fs_gates_at_one_half():
-    """The defaults measured in docs/selection.md (the path section and its shortfalls)."""
+    """The defaults measured in docs/selection.md and docs/selection_limits.md."""
     from vflfs.runtime.config import compose_config
     from vflfs.strategies.fedsdg_fs import FedSDGFS
     from vflfs.strategies.stg import STG
