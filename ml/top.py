@@ -80,6 +80,21 @@ class ServerModel:
         loss = self.head_step(self.model.interact(inputs), y)
         return loss, [e.grad.cpu().numpy() for e in inputs]
 
+    def embedding_gradients(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> list:
+        """Per party: the gradient of the loss summed over the rows with respect to each row's
+        embedding, the top model in evaluation mode; no step (the path's screening,
+        :mod:`vflfs.ml.screening`)."""
+        inputs = self.tensors(embeddings, grad=True)
+        self.model.eval()
+        try:
+            out = self.model.head(self.model.interact(inputs))
+            target = self.task.target(y).to(self.device)
+            self.task.loss(out, target, reduction="sum").backward()
+        finally:
+            self.model.train()
+            self.model.zero_grad(set_to_none=True)
+        return [e.grad.cpu().numpy() for e in inputs]
+
     def loss(self, embeddings: Sequence[torch.Tensor], y: np.ndarray) -> torch.Tensor:
         """The mean training loss of the top model on the parties' embeddings (a graph)."""
         self.model.train()

@@ -21,8 +21,9 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
    best point's (default: one binomial standard error of that score on the validation rows;
    the dense model is a point, so the choice is never worse than it by more than that).
 4. **Refit.** Candidates near the choice, probes of the path's ranking and the dense model
-   are refit without penalty, and the sparsest good model is reported
-   (:mod:`vflfs.strategies.path_refit`).
+   are refit without penalty, and the sparsest good model is reported, or its refit with the
+   features a score test finds it misses (:mod:`vflfs.strategies.path_refit`,
+   :mod:`vflfs.strategies.path_screen`).
 """
 
 from __future__ import annotations

@@ -43,6 +43,8 @@ class PathSettings:
     refit_probes: int = 3  # then refit this many selections of the ranking between them
     denser_probes: int = 2  # then refit up to this many of twice the winner's top features
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
+    add_back: int = 2  # then refit up to this many winners plus the features their score test adds
+    screen_alpha: float = 0.05  # ... the test's level, over the features tested (Bonferroni)
     refit_max_epochs: int | None = None  # None: 3 x training.epochs (early stopping ends it)
     refit_patience: int | None = None  # a refit's early stopping (None: 2 x training.patience)
 
@@ -57,6 +59,11 @@ class PathSettings:
         """``strategy.path`` typed (:func:`~vflfs.strategies.settings.typed`): these defaults
         for the keys it leaves out (the one place they are set), unknown keys refused."""
         settings = typed(cls, section, "strategy.path")
+        if not 0 < settings.screen_alpha <= 1 or settings.add_back < 0:
+            raise ValueError(
+                f"strategy.path.screen_alpha must be in (0, 1] and strategy.path.add_back >= 0, "
+                f"got {settings.screen_alpha} and {settings.add_back}"
+            )
         if settings.refit_candidates < 1 or settings.candidate_slack < 1:
             raise ValueError(
                 f"strategy.path.refit_candidates and strategy.path.candidate_slack must be >= 1, "
@@ -86,7 +93,9 @@ class PathPoint:
     mb: float
     top_k: int | None = None  # not a trained point: the path ranking's top features
     denser: bool = False  # a probe of twice the winner's features (:func:`denser_probe`)
-    ranking: str = "path"  # a probe's ranking: the path's, or the winning dense refit's
+    ranking: str = "path"  # a probe's ranking: the path's, the winning dense refit's, or
+    # "screen": a winner plus the features its score test added (:mod:`.path_screen`)
+    parent: int | None = None  # an add-back's winner: its index among the models compared
     kept: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -97,13 +106,15 @@ class PathPoint:
         """How the log names it."""
         if not self.top_k:
             return f"path point {self.point}"
+        if self.ranking == "screen":
+            return f"a winner and the features its score test added ({self.top_k})"
         by = "the dense refit" if self.ranking == "dense" else "the path"
         return f"top {self.top_k} of {by}'s ranking"
 
     def row(self) -> dict:
         """The point's row in ``results.json``'s ``path`` (trained points: no probe fields)."""
         out = asdict(self)
-        del out["top_k"], out["denser"], out["ranking"]
+        del out["top_k"], out["denser"], out["ranking"], out["parent"]
         out["per_party"] = [
             len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
         ]
@@ -184,9 +195,17 @@ def choose_refit(
     one standard error of the paired differences. The models score the same rows, so the
     paired comparison sees a model that misses a relevant feature where the two scores'
     own standard errors, each about ``slack``, would not.
+
+    A good add-back (:mod:`~vflfs.strategies.path_screen`) replaces the model it extends: the
+    features it adds passed a score test of their own on the training rows, so validation
+    need only find it as good, not better.
     """
     good = good_models(scores, slack, losses)
-    return min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+    win = min(good, key=lambda i: (scores[i][0].kept, -scores[i][1]))
+    for i, (point, _) in enumerate(scores):
+        if point.ranking == "screen" and point.parent == win and i in good:
+            win = i
+    return win
 
 
 def good_models(

@@ -12,6 +12,7 @@ import numpy as np
 from vflfs.federation import Federation
 
 from .path_choice import PathPoint, PathSettings, choose_refit, denser_probe, next_probe
+from .path_screen import added_back
 from .result import RunResult
 from .vfl import party_importance
 
@@ -26,6 +27,7 @@ class Fitted:
     parties: list[tuple[list[int] | None, list[int], int | None]]  # at best, now, components
     importance: list[dict]
     val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
+    pvalues: list[np.ndarray] | None = None  # per party: its features' score tests (screen)
 
     @classmethod
     def now(
@@ -132,6 +134,8 @@ class PathProgress:
         failed (:meth:`path_ranking_failed`); each ranking has its own probes."""
         refits = self.refits
         assert refits is not None
+        if any(p.ranking == "screen" for p in refits.pool):  # the add-backs come last
+            return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         dense = self.dense_refit()
         by_dense = (
@@ -238,4 +242,31 @@ class PathProgress:
         features, components = everything
         refits.pool.append(replace(dense, selected=features, components=components))
         refits.keeps.append(features)
+        return True
+
+    def add_back(self, settings: PathSettings) -> bool:
+        """Add the winner plus the features its score test added (:func:`added_back`) to
+        refit, once every other refit is done: up to ``path.add_back`` times, each from the
+        last add-back while it is good (:func:`choose_refit` then chooses it), never with a
+        feature budget. False when there is none."""
+        refits = self.refits
+        assert refits is not None
+        if settings.max_features is not None:
+            return False
+        done = sum(p.ranking == "screen" for p in refits.pool)
+        if done >= settings.add_back:
+            return False
+        win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
+        model, (point, _) = refits.models[win], refits.scores[win]
+        if model.pvalues is None or (done and point.ranking != "screen"):
+            return False
+        selected = added_back(model.pvalues, point, settings.screen_alpha)
+        if selected is None:
+            return False
+        kept = sum(len(f) for f, c in zip(selected, point.components, strict=True) if c)
+        probe = replace(
+            point, selected=selected, top_k=kept, denser=False, ranking="screen", parent=win
+        )
+        refits.pool.append(probe)
+        refits.keeps.append(selected)
         return True

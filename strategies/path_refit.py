@@ -13,6 +13,9 @@
    and batches): the gated or penalised warm-up can underfit what the plain model fits, and
    the choice is then never worse on validation than the all-features run by more than the
    tolerance. If the dense model wins, the run says so.
+6. **Add-back.** Each refit model's parties test the features it leaves out (a score test,
+   :mod:`vflfs.strategies.path_screen`); the winner plus those that pass is refit last, and
+   replaces the winner when it is good (``path.add_back`` times at most).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .checkpoint import resumed_first, resuming
 from .interactive import make_layer
 from .path_choice import PathPoint, choose_refit, good_models, refit_rows
 from .path_progress import Fitted, PathProgress
+from .path_screen import adjusted_minimum, screen
 from .result import RunResult
 from .strategy import EpochCallback, log
 from .vfl import VFL
@@ -87,11 +91,13 @@ class PathRefits:
             refits.done < len(pool)
             or progress.add_probe(self.path)
             or progress.add_dense(self.path, self.everything(experiment, result))
+            or progress.add_back(self.path)
         ):
             i = refits.done
             point = pool[i]
             first = self.refit(federation, experiment, result, on_epoch, point, refits.keeps[i])
             models.append(Fitted.now(federation, result, first, None, self.val_losses_at_lowest))
+            models[-1].pvalues = self.screen_refit(federation, experiment, result)
             scores.append((point, float(result.best["val_metric"])))
             log.info(
                 "refit %d (%s, %d features): validation %.4f",
@@ -105,6 +111,8 @@ class PathRefits:
         choice = result.extra["path_choice"]
         choice["dense_good"] = 0 in good
         choice["refits"] = refit_rows(scores, losses, good, [(m.first, m.stop) for m in models])
+        for row, model in zip(choice["refits"], models[1:], strict=True):
+            row["screen_p"] = adjusted_minimum(model.pvalues)  # below screen_alpha: an add-back
         choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
         self.reported = models[win]
         self.reported.report(result)
@@ -120,6 +128,19 @@ class PathRefits:
         else:
             chosen = pool[win - 1]
             log.info("chosen after refits: %s, %d features", chosen.label, chosen.kept)
+
+    def screen_refit(
+        self, federation: Federation, experiment: Experiment, result: RunResult
+    ) -> list[np.ndarray] | None:
+        """The refit model's score tests of the features it does not use
+        (:func:`~vflfs.strategies.path_screen.screen`); None without add-backs
+        (``path.add_back`` 0), with a feature budget, or with the secure layer (whose server
+        does not see the embeddings it would differentiate at)."""
+        if self.path.add_back <= 0 or self.path.max_features is not None or self.secure.enabled:
+            return None
+        features = [list(keep["features"]) for keep in self.refit_keep]
+        sizes = [p.n_features for p in result.parties]
+        return screen(federation, experiment, self.server, features, sizes)
 
     def everything(
         self, experiment: Experiment, result: RunResult
