@@ -14,7 +14,7 @@ scaled to sum to one (exactly so for a Gaussian column). Its tail is taken by th
 approximation (Lugannani and Rice 1980; Kuonen, "Saddlepoint approximations for
 distributions of quadratic forms in normal variables", Biometrika 1999): one large
 eigenvalue makes it heavier than the chi-square with the same mean and variance
-(Satterthwaite's), which on 3000 noise columns gave 4-5 times the p-values below 0.001 it
+(Satterthwaite's), which on 3000 noise columns gave 3.7-4.7 times the p-values below 0.001 it
 should. A feature whose statistic is far above what the noise columns reach is one the model
 misses.
 
