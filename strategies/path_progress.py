@@ -12,8 +12,9 @@ import numpy as np
 from vflfs.federation import Federation
 
 from .path_choice import PathPoint, PathSettings, choose_refit, denser_probe, next_probe
-from .path_screen import added_back
+from .path_screen import added_back, adjusted_minimum, tested_count
 from .result import RunResult
+from .strategy import log
 from .vfl import party_importance
 
 
@@ -264,6 +265,15 @@ class PathProgress:
         if selected is None:
             return False
         kept = sum(len(f) for f, c in zip(selected, point.components, strict=True) if c)
+        log.info(
+            "add-back: the score test adds %d features to %s (%d): smallest p-value x %d "
+            "tested = %.3g",
+            kept - point.kept,
+            point.label,
+            point.kept,
+            tested_count(model.pvalues),
+            adjusted_minimum(model.pvalues),
+        )
         probe = replace(
             point, selected=selected, top_k=kept, denser=False, ranking="screen", parent=win
         )
