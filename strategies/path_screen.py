@@ -69,8 +69,9 @@ def added_back(pvalues: list[np.ndarray], point: PathPoint, alpha: float) -> lis
     threshold = alpha / tested
     out, added = [], 0
     for p, selected, components in zip(pvalues, point.selected, point.components, strict=True):
-        tested = np.where(np.isfinite(p), p, np.inf)
-        extra = np.flatnonzero(tested < threshold).tolist() if components and selected else []
+        untested_high = np.where(np.isfinite(p), p, np.inf)
+        passed = np.flatnonzero(untested_high < threshold).tolist()
+        extra = passed if components and selected else []
         out.append(sorted(set(selected) | set(extra)) if components else list(selected))
         added += len(set(extra) - set(selected))
     return out if added else None
