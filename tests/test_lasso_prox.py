@@ -187,6 +187,39 @@ def test_stage2_path_keeps_every_component_when_its_top_model_memorises():
         assert records[0]["chosen"] == "learned nothing from the cached embeddings"
 
 
+def test_stage2_path_judges_an_overconfident_top_model_by_its_lowest_losses():
+    """Cached training embeddings that separate the classes (a pre-trained model that
+    memorised its rows), validation embeddings that carry a weak signal: the top model grows
+    overconfident as it trains (Adam), and at its best score's epoch its validation losses
+    are above the class frequencies' (judged there, stage 2 learned nothing and kept every
+    component). At their lowest they are below, so the path learned something, and it
+    closes the party of pure noise."""
+
+    def data(n: int, seed: int, signal: float, spread: float):
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, 2, n)
+        e0 = rng.normal(size=(n, 4)).astype(np.float32)
+        e0[:, 0] = (2 * y - 1) * signal + spread * e0[:, 0]
+        return y, [e0, rng.normal(size=(n, 4)).astype(np.float32)]
+
+    y, train = data(2000, 0, 3.0, 0.1)
+    val_y, val = data(600, 1, 0.3, 1.0)
+    server = ServerModel(
+        Task("classification", 2),
+        [4, 4],
+        TopSpec(hidden=(), activation="none"),
+        {"name": "adam", "lr": 0.01},
+        seed=0,
+        device=torch.device("cpu"),
+    )
+    p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
+    keep, _, records = ComponentPath(server, train, y, (val, val_y), p, 12).select(
+        2.0, within(0.02), learned=0.55
+    )
+    assert [k.tolist() for k in keep] == [[0], []]
+    assert [r["chosen"] for r in records if r.get("chosen")] == [True]
+
+
 def test_stage2_path_bisects_toward_denser_points_without_training_a_lambda_twice():
     """Every point good: the choice is the empty point, and the widest one with the same
     (no) parties open is looked for between the empty points and the last open one; ties
