@@ -42,12 +42,12 @@ def test_prox_with_tau_zero_changes_nothing():
     assert torch.equal(w, before)
 
 
-def server_model(widths=(3, 2), lr=0.1) -> ServerModel:
+def server_model(widths=(3, 2), lr=0.1, optimizer="sgd") -> ServerModel:
     return ServerModel(
         Task("classification", 2),
         list(widths),
         TopSpec(hidden=(), activation="none"),
-        {"name": "sgd", "lr": lr},
+        {"name": optimizer, "lr": lr},
         seed=0,
         device=torch.device("cpu"),
     )
@@ -204,14 +204,7 @@ def test_stage2_path_judges_an_overconfident_top_model_by_its_lowest_losses():
 
     y, train = data(2000, 0, 3.0, 0.1)
     val_y, val = data(600, 1, 0.3, 1.0)
-    server = ServerModel(
-        Task("classification", 2),
-        [4, 4],
-        TopSpec(hidden=(), activation="none"),
-        {"name": "adam", "lr": 0.01},
-        seed=0,
-        device=torch.device("cpu"),
-    )
+    server = server_model(widths=(4, 4), lr=0.01, optimizer="adam")
     p = ProxSGD(lam=0.005, lr=0.01, prox_lr=0.01, epochs=150, batch_size=128, seed=0)
     keep, _, records = ComponentPath(server, train, y, (val, val_y), p, 12).select(
         2.0, within(0.02), learned=0.55
