@@ -107,8 +107,9 @@ class ComponentPath:
         A top model that learns nothing from the cached embeddings cannot judge them: every
         component is kept, the model back at the first point. Learned means that some point
         with a component scores above ``learned`` (e.g. the majority class's accuracy) and that
-        its validation rows' losses beat the constant prediction's
-        (:func:`~vflfs.ml.metrics.prior_losses`) by one standard error of the paired
+        its validation rows' losses, where their mean was lowest (:func:`refit_score`), beat
+        the constant prediction's (:func:`~vflfs.ml.metrics.prior_losses`) by one standard
+        error of the paired
         differences (:meth:`learned`): on a few dozen training rows the top model memorises the
         cached embeddings, and a point 2 of 20 validation rows above the majority class, with a
         loss above the class frequencies', had closed every component.
