@@ -80,6 +80,7 @@ class ComponentPath:
                 "lam": lam,
                 "val_metric": scored.metric,
                 "val_loss": scored.loss,
+                "lowest_val_loss": lowest.loss,  # what the learned test reads (:meth:`learned`)
                 "kept": [len(k) for k in kept],
             }
         )
@@ -147,18 +148,22 @@ class ComponentPath:
 
     def refine(self, chosen: int, good: Good, times: int) -> int:
         """Look ``times`` more for the good point with the fewest components between
-        ``chosen`` and the next point with fewer (lambda at the geometric mean of the last
-        point as sparse as it and that one, warm-started from the former); the choice."""
+        ``chosen`` and the next point with fewer: lambda at the geometric mean of ``hi``, the
+        smallest lambda of a sparser point, and ``lo``, the largest below it of a point at
+        least as dense (warm-started from it); the choice. Each new point narrows that
+        bracket, so no lambda is trained twice."""
         for _ in range(times):
             kept = sum(self.records[chosen]["kept"])
             sparser = [j for j, q in enumerate(self.records) if sum(q["kept"]) < kept]
             if not sparser:
                 break
             hi = self.records[min(sparser, key=lambda j: self.records[j]["lam"])]["lam"]
-            same = [
-                j for j, q in enumerate(self.records) if sum(q["kept"]) == kept and q["lam"] < hi
+            denser = [
+                j for j, q in enumerate(self.records) if sum(q["kept"]) >= kept and q["lam"] < hi
             ]
-            lo = max(same or [chosen], key=lambda j: self.records[j]["lam"])
+            if not denser:
+                break
+            lo = max(denser, key=lambda j: self.records[j]["lam"])
             self.point(math.sqrt(self.records[lo]["lam"] * hi), lo)
             chosen = self.choose(good)
         return chosen
@@ -175,14 +180,15 @@ class ComponentPath:
 
     def widest(self, chosen: int, good: Good, refine: int) -> int:
         """The good point with the most components among those open at the same parties as
-        ``chosen``, looked for ``refine`` times between it and the next denser point with
-        more parties open: the fewest components scored on the pre-trained embeddings need
-        not serve the bottom models trained afresh on them."""
+        ``chosen``, looked for ``refine`` times below them: lambda at the geometric mean of
+        the smallest one of the run of points with those parties open that holds ``chosen``
+        and the largest below it (warm-started from the latter). The fewest components scored
+        on the pre-trained embeddings need not serve the bottom models trained afresh on them.
+        Each new point narrows that bracket, so no lambda is trained twice."""
         parties = self.open(chosen)
-        widest = chosen
         for i in range(refine + 1):
             same = [j for j in {*self.good(good), chosen} if self.open(j) == parties]
-            widest = max(  # on ties the smallest lambda: the next bisection moves on
+            widest = max(  # on ties the smallest lambda
                 same,
                 key=lambda j: (
                     sum(self.records[j]["kept"]),
@@ -190,14 +196,14 @@ class ComponentPath:
                     -self.records[j]["lam"],
                 ),
             )
-            lam = self.records[widest]["lam"]
-            denser = [
-                j for j, r in enumerate(self.records) if r["lam"] < lam and self.open(j) != parties
-            ]
-            if not denser or i == refine:
+            order = sorted(range(len(self.records)), key=lambda j: self.records[j]["lam"])
+            at = order.index(chosen)
+            while at > 0 and self.open(order[at - 1]) == parties:
+                at -= 1
+            if at == 0 or i == refine:
                 break
-            prev = max(denser, key=lambda j: self.records[j]["lam"])
-            self.point(math.sqrt(lam * self.records[prev]["lam"]), prev)
+            lo, prev = order[at], order[at - 1]
+            self.point(math.sqrt(self.records[lo]["lam"] * self.records[prev]["lam"]), prev)
         return widest
 
     def open(self, j: int) -> tuple[bool, ...]:

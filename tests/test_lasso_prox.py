@@ -211,6 +211,12 @@ def test_stage2_path_judges_an_overconfident_top_model_by_its_lowest_losses():
     )
     assert [k.tolist() for k in keep] == [[0], []]
     assert [r["chosen"] for r in records if r.get("chosen")] == [True]
+    # The records show both: points whose best epoch's loss is above the constant
+    # prediction's (ln 2) and whose lowest loss, which the learned test reads, is below it.
+    assert any(r["lowest_val_loss"] < np.log(2) < r["val_loss"] for r in records if r["kept"][0])
+    assert all(r["lowest_val_loss"] <= r["val_loss"] for r in records)
+    lams = [r["lam"] for r in records]
+    assert len(set(lams)) == len(lams)  # each bisection narrows its bracket
 
 
 def test_stage2_path_bisects_toward_denser_points_without_training_a_lambda_twice():
