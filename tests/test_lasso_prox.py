@@ -217,6 +217,11 @@ def test_stage2_path_judges_an_overconfident_top_model_by_its_lowest_losses():
     assert all(r["lowest_val_loss"] <= r["val_loss"] for r in records)
     lams = [r["lam"] for r in records]
     assert len(set(lams)) == len(lams)  # each bisection narrows its bracket
+    # Step 4 looked below the run of points with party 0 alone open, toward the denser
+    # point under it: the bracket between them is narrower than one doubling of the path.
+    run = min(r["lam"] for r in records if r["kept"][0] and not r["kept"][1])
+    below = max(r["lam"] for r in records if r["lam"] < run)
+    assert run / below < 2
 
 
 def test_stage2_path_bisects_toward_denser_points_without_training_a_lambda_twice():
