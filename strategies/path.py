@@ -23,7 +23,8 @@ Network with Feature Sparsity", JMLR 2021), applied to the gate and lasso penalt
 4. **Refit.** Candidates near the choice, probes of the path's ranking and the dense model
    are refit without penalty, and the sparsest good model is reported, or its refit with the
    features a score test finds it misses (:mod:`vflfs.strategies.path_refit`,
-   :mod:`vflfs.strategies.path_screen`).
+   :mod:`vflfs.strategies.path_screen`), or a path point's own model where the penalty
+   carried a score that no refit reached.
 """
 
 from __future__ import annotations
@@ -139,8 +140,10 @@ class PathStrategy(PathRefits, VFL):
             self.run_epochs(federation, experiment, result, on_epoch, epoch, epoch + per_point)
             progress.epoch, progress.k = epoch + per_point, k + 1
             points.append(self.point(federation, result, k + 1, scale, result.history[-1]))
-            values = [d["values"] for d in party_importance(federation)]
+            importance = party_importance(federation)
+            values = [d["values"] for d in importance]
             progress.ranking.update(k + 1, points[-1].selected, points[-1].components, values)
+            progress.models.append(Fitted.at_point(points[-1], importance, self.val_losses))
             log.info(
                 "path point %d: penalty %.4g, validation %.4f, %d features kept",
                 k + 1,

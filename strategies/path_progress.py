@@ -11,7 +11,14 @@ import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import PathPoint, PathSettings, choose_refit, denser_probe, next_probe
+from .path_choice import (
+    PathPoint,
+    PathSettings,
+    choose_refit,
+    denser_probe,
+    next_probe,
+    penalised_models,
+)
 from .path_screen import added_back, adjusted_minimum, tested_count
 from .result import RunResult
 from .strategy import log
@@ -29,6 +36,19 @@ class Fitted:
     importance: list[dict]
     val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
     pvalues: list[np.ndarray] | None = None  # per party: its features' score tests (screen)
+
+    @classmethod
+    def at_point(
+        cls, point: PathPoint, importance: list[dict], val_losses: np.ndarray | None
+    ) -> Fitted:
+        """The path's own model at ``point`` (its last epoch), with the parties' importance
+        then, kept compact (float32) as a checkpoint carries every point's."""
+        parties = [
+            (list(f) if c else [], list(f) if c else [], len(c))
+            for f, c in zip(point.selected, point.components, strict=True)
+        ]
+        compact = [{**d, "values": np.asarray(d["values"], np.float32)} for d in importance]
+        return cls(point.epoch, point.epoch + 1, parties, compact, val_losses)
 
     @classmethod
     def now(
@@ -125,6 +145,22 @@ class PathProgress:
     slack: float = 0.0  # the choice's tolerance (set once the path ends)
     refits: Refits | None = None  # set once the path ends
     ranking: Ranking = field(default_factory=Ranking)  # the order the path drops features
+    models: list[Fitted] = field(default_factory=list)  # the points' own models, after the dense
+
+    def compared(
+        self, settings: PathSettings
+    ) -> tuple[list[Fitted], list[tuple[PathPoint, float]]]:
+        """The models the final choice compares, and their scores: the dense model and the
+        refits, then the path points' own models that scored above all of them
+        (:func:`penalised_models`)."""
+        refits = self.refits
+        assert refits is not None
+        models, scores = list(refits.models), list(refits.scores)
+        for k in penalised_models(self.points, scores, self.slack, settings.max_features):
+            point = self.points[k]
+            models.append(self.models[k - 1])
+            scores.append((replace(point, ranking="penalised"), point.val_metric))
+        return models, scores
 
     def add_probe(self, settings: PathSettings) -> bool:
         """Add the next top-k set of the ranking to refit (:func:`next_probe`, within
@@ -160,7 +196,7 @@ class PathProgress:
             kept = [min(p.kept, max(path_kept)) for p, _ in refits.scores]
         k, up = None, False
         if len(probes) - denser < settings.refit_probes:
-            k = next_probe(kept, win, path_kept)
+            k = next_probe(kept, win, path_kept, [] if by_dense else self.shrunk(settings))
         if k is None and denser < settings.denser_probes:
             k, up = denser_probe(kept, win), True
         budget = settings.max_features
@@ -174,6 +210,17 @@ class PathProgress:
         refits.pool.append(probe)
         refits.keeps.append(probe.selected)
         return True
+
+    def shrunk(self, settings: PathSettings) -> list[int]:
+        """The feature counts of the path points' refits that scored below the point itself by
+        more than ``path.candidate_slack`` tolerances (:func:`next_probe`)."""
+        assert self.refits is not None
+        margin = settings.candidate_slack * self.slack
+        return [
+            p.kept
+            for p, score in self.refits.scores[1:]
+            if p.top_k is None and p.point > 0 and p.val_metric - score > margin
+        ]
 
     def path_probe(self, k: int, denser: bool) -> PathPoint:
         """The top ``k`` of the path's ranking, with the components of the sparsest point

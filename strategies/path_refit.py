@@ -12,7 +12,9 @@
    ``strategy=vfl`` trained as it trains it (every feature, its initialisation, learning rate
    and batches): the gated or penalised warm-up can underfit what the plain model fits, and
    the choice is then never worse on validation than the all-features run by more than the
-   tolerance. If the dense model wins, the run says so.
+   tolerance. If the dense model wins, the run says so. A path point's own, penalised model
+   competes too where it scored above every refit by more than the tolerance
+   (:func:`~vflfs.strategies.path_choice.penalised_models`).
 6. **Add-back.** Each refit model's parties test the features it leaves out (a score test,
    :mod:`vflfs.strategies.path_screen`); the winner plus those that pass is refit last, and
    replaces the winner when it is good (``path.add_back`` times at most).
@@ -75,7 +77,7 @@ class PathRefits:
     ) -> None:
         """Refit the candidate points (:func:`candidates`), then the probes of the path's
         ranking (:meth:`PathProgress.add_probe`), and keep the sparsest good model
-        (:func:`choose_refit`: its validation score and per-sample losses measured against
+        (:meth:`choose_model`: its validation score and per-sample losses measured against
         the best); the dense model competes with its warm-up score (the run warns if it wins).
 
         Each model's epochs, selection and feature importance are recorded as it finishes, so
@@ -83,7 +85,7 @@ class PathRefits:
         """
         refits = progress.refits
         assert refits is not None
-        pool, models, scores, slack = refits.pool, refits.models, refits.scores, progress.slack
+        pool, models, scores = refits.pool, refits.models, refits.scores
         # A resumed run goes on from its refit; the probes follow the candidates, the dense
         # model's refit the probes (it changes no earlier refit's training; when it wins, a
         # probe below it may follow).
@@ -106,6 +108,14 @@ class PathRefits:
                 point.kept,
                 scores[-1][1],
             )
+        self.choose_model(result, progress)
+
+    def choose_model(self, result: RunResult, progress: PathProgress) -> None:
+        """Report the sparsest good model (:func:`choose_refit`) among the dense model, the
+        refits and the path points' own models that scored above them all
+        (:meth:`PathProgress.compared`); the run warns when it is the dense model."""
+        models, scores = progress.compared(self.path)
+        slack = progress.slack
         losses = [m.val_losses for m in models]
         win, good = choose_refit(scores, slack, losses), good_models(scores, slack, losses)
         choice = result.extra["path_choice"]
@@ -113,10 +123,11 @@ class PathRefits:
         choice["refits"] = refit_rows(scores, losses, good, [(m.first, m.stop) for m in models])
         for row, model in zip(choice["refits"], models[1:], strict=True):
             row["screen_p"] = adjusted_minimum(model.pvalues)  # below screen_alpha: an add-back
-        choice["point"], choice["top_k"] = scores[win][0].point, scores[win][0].top_k
+        chosen = scores[win][0]
+        choice["point"], choice["top_k"] = chosen.point, chosen.top_k
         self.reported = models[win]
         self.reported.report(result)
-        if scores[win][0].point == 0 and not scores[win][0].top_k:
+        if chosen.point == 0 and not chosen.top_k:
             log.warning(
                 "no sparser model scored within the tolerance %.4f of the dense model "
                 "(validation %.4f): reporting the dense model%s",
@@ -126,7 +137,6 @@ class PathRefits:
             )
             choice["fallback"] = "dense"
         else:
-            chosen = pool[win - 1]
             log.info("chosen after refits: %s, %d features", chosen.label, chosen.kept)
 
     def screen_refit(

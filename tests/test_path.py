@@ -182,3 +182,31 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     refit = rows(tmp_path / "path", dense["epochs"][0])[: len(expected)]
     assert len(refit) == len(expected) == vfl["epochs_run"]
     assert np.allclose(refit, expected, rtol=1e-5)
+
+
+def test_a_path_point_that_beats_every_refit_is_reported_as_its_own_model(tmp_path):
+    """Refits cut to one epoch score below the path's points: the points that beat them all
+    by more than the tolerance join the choice as their own (penalised) models, and the
+    sparsest good one is reported as it was at its point's last epoch."""
+    cfg = tiny_config(f"strategy=stg {QUICK} strategy.path.refit_max_epochs=1")
+    summary = run_local(cfg, tmp_path)
+    choice, path = summary["extra"]["path_choice"], summary["path"]
+    refits = [r for r in choice["refits"] if r.get("ranking") != "penalised"]
+    own = [r for r in choice["refits"] if r.get("ranking") == "penalised"]
+    top = max([path[0]["val_metric"], *(r["val_metric"] for r in refits)])
+    assert own and all(r["val_metric"] > top + choice["tolerance"] for r in own)
+    assert [r["point"] for r in own] == [
+        p["point"] for p in path[1:] if p["val_metric"] > top + choice["tolerance"]
+    ]
+    chosen = min((r for r in own if r["good"]), key=lambda r: r["kept"])
+    point = path[chosen["point"]]
+    assert choice["point"] == chosen["point"] and choice["top_k"] is None
+    assert chosen["epochs"] == [point["epoch"], point["epoch"] + 1]
+    assert summary["best_epoch"] == point["epoch"]
+    with open(tmp_path / "history.csv") as f:
+        row = next(r for r in csv.DictReader(f) if int(r["epoch"]) == point["epoch"])
+    assert row["stage"] == "path"
+    assert summary["test_metric"] == pytest.approx(float(row["test_metric"]))
+    assert summary["selection"]["selected_features"] == point["kept"]
+    assert [p["selected"] for p in summary["selection"]["per_party"]] == point["per_party"]
+    assert len(summary["importance"]) == len(summary["parties"])

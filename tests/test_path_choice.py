@@ -3,12 +3,20 @@ where the path ends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.path_choice import candidates, choose_refit, denser_probe, next_probe
-from vflfs.strategies.path_progress import Ranking
+from vflfs.strategies.path_choice import (
+    candidates,
+    choose_refit,
+    denser_probe,
+    next_probe,
+    penalised_models,
+)
+from vflfs.strategies.path_progress import Fitted, PathProgress, Ranking, Refits
 
 
 def point(k: int, val: float, kept: list[int], penalty: float | None = None) -> PathPoint:
@@ -92,6 +100,42 @@ def test_the_refit_choice_ties_perfect_models_whose_losses_differ_by_a_trifle():
     assert choose_refit(scores, 0.002, losses) == 1
 
 
+def test_path_points_that_beat_every_refit_join_the_choice_as_their_own_models():
+    # many classes on few rows: the penalised path scored far above the refits of its points
+    points = [
+        point(0, 0.14, [134, 133, 133]),
+        point(1, 0.38, [130, 130, 123]),
+        point(2, 0.43, [100, 101, 102]),
+        point(3, 0.20, [7, 7, 6]),
+        point(4, 0.02, [0, 0, 0]),
+    ]
+    refit = point(2, 0.43, [100, 101, 102])
+    scores = [(points[0], 0.14), (refit, 0.13), (point(2, 0.0, [116, 116, 116]), 0.18)]
+    assert penalised_models(points, scores, 0.04) == [1, 2]  # 0.20 is within 0.18 + 0.04
+    assert penalised_models(points, scores, 0.04, max_features=310) == [2]  # the budget
+    assert penalised_models(points, scores, 0.30) == []  # none beats them by the tolerance
+    # the choice then reports point 2's own model: the sparsest good one of all compared
+    losses = [np.full(160, v) for v in (3.4, 3.6, 3.3, 2.9, 2.6)]
+    epochs = [(0, 5), (50, 80), (80, 120)]
+    fitted = [Fitted(a, b, [([0], [0], 1)] * 3, []) for a, b in epochs]
+    progress = PathProgress(points, unit=1.0, epoch=40, scale=1.0, slack=0.04)
+    progress.refits = Refits([refit, scores[2][0]], [], fitted, scores)
+    progress.models = [Fitted(p.epoch, p.epoch + 1, [], []) for p in points[1:]]
+    models, compared = progress.compared(PathSettings())
+    assert [p.ranking for p, _ in compared] == ["path"] * 3 + ["penalised"] * 2
+    assert [m.first for m in models[3:]] == [1, 2]  # each point's own epoch
+    win = choose_refit(compared, 0.04, [*losses[:3], losses[3], losses[4]])
+    assert (compared[win][0].point, compared[win][0].ranking, compared[win][1]) == (
+        2,
+        "penalised",
+        0.43,
+    )
+    assert "own (penalised) model" in compared[win][0].label
+    # where a refit matches its point, the path's models stay out
+    progress.refits.scores[1] = (refit, 0.42)
+    assert len(progress.compared(PathSettings())[1]) == 3
+
+
 def test_probes_halve_the_gap_below_the_winner_then_above_it():
     path = [50, 33, 8, 5]
     # 8 lost to 33: try between them
@@ -122,6 +166,27 @@ def test_probes_go_below_a_winner_whose_next_path_point_kept_nothing():
     # a sparser nonempty point: as before the rule (no probe below it)
     assert next_probe([500, 120, 59], 2, [500, 120, 59, 5, 0]) == 17
     assert next_probe([500, 120, 59], 2, [500, 120, 59, 5]) == 17
+
+
+def test_a_refit_far_below_its_own_path_point_is_probed_below_first():
+    path = [400, 383, 303, 20, 0]
+    # the refit of 303 lost to the dense model: the rules above probe toward the dense one
+    assert next_probe([400, 303], 0, path) == 348
+    # but the path point of 303 had scored far above its refit: below it first, to 20
+    assert next_probe([400, 303], 0, path, [303]) == 78
+    assert next_probe([400, 303, 78], 2, path, [303]) == 39  # then as above (78 won)
+    assert next_probe([400, 303, 78], 0, path, [303]) == 348  # (78 lost)
+    # within 1.2x of the next sparser point there is no gap below: the rules above decide
+    assert next_probe([400, 22], 1, [400, 22, 20], [22]) == next_probe([400, 22], 1, [400, 22, 20])
+    # PathProgress counts the refits of path points that fell that far (candidate_slack
+    # tolerances), not the probes' or the dense refit's
+    points = [point(0, 0.14, [400]), point(1, 0.43, [303]), point(2, 0.20, [20])]
+    scores = [(points[0], 0.14), (points[1], 0.13), (points[2], 0.18)]
+    scores += [(replace(points[1], top_k=78), 0.05), (replace(points[0]), 0.01)]
+    progress = PathProgress(points, unit=1.0, epoch=0, scale=1.0, slack=0.04)
+    progress.refits = Refits([p for p, _ in scores[1:]], [], [], scores)
+    assert progress.shrunk(PathSettings(candidate_slack=3.0)) == [303]
+    assert progress.shrunk(PathSettings(candidate_slack=8.0)) == []
 
 
 def test_a_denser_probe_doubles_a_winner_with_no_refit_model_up_to_twice_its_size():
