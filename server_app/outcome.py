@@ -42,6 +42,11 @@ def outcome(experiment: Experiment, result: RunResult) -> dict:
             "selection cost accuracy: every refit on a selection scored below the dense model "
             "by more than the tolerance, so the dense model (all features) is reported"
         )
+    if choice.get("fallback") == "every_feature":
+        warnings.append(
+            f"selection removed nothing: the model that scored best on validation, path point "
+            f"{choice.get('point')}'s own (penalised) model, keeps every feature"
+        )
     lowered = reduced_warning(result.extra.get("local_steps"))
     if lowered is not None:
         warnings.append(lowered)

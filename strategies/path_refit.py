@@ -136,6 +136,11 @@ class PathRefits:
                 "" if win == 0 else ", refit",
             )
             choice["fallback"] = "dense"
+        elif chosen.ranking == "penalised" and chosen.kept >= sum(
+            p.n_features for p in result.parties
+        ):
+            log.warning("chosen: %s, which keeps every feature", chosen.label)
+            choice["fallback"] = "every_feature"  # a better model, but no selection
         else:
             log.info("chosen after refits: %s, %d features", chosen.label, chosen.kept)
 

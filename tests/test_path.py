@@ -210,3 +210,23 @@ def test_a_path_point_that_beats_every_refit_is_reported_as_its_own_model(tmp_pa
     assert summary["selection"]["selected_features"] == point["kept"]
     assert [p["selected"] for p in summary["selection"]["per_party"]] == point["per_party"]
     assert len(summary["importance"]) == len(summary["parties"])
+
+
+def test_a_winning_path_model_that_keeps_every_feature_says_so(tmp_path):
+    """Two points that close nothing and refits cut to one epoch: the best model on
+    validation is a path point's own model on every feature, and the run warns that the
+    selection removed nothing."""
+    cfg = tiny_config(
+        "strategy=stg training.epochs=6 strategy.path.points=2 strategy.path.max_points=2 "
+        "strategy.path.steps_per_point=12 strategy.path.refit_max_epochs=1"
+    )
+    summary = run_local(cfg, tmp_path)
+    choice = summary["extra"]["path_choice"]
+    every = sum(len(p["columns"]) for p in summary["parties"])
+    assert all(p["kept"] == every for p in summary["path"])
+    assert choice["fallback"] == "every_feature" and choice["point"] > 0
+    assert summary["selection"]["selected_features"] == every
+    assert summary["warnings"] == [
+        f"selection removed nothing: the model that scored best on validation, path point "
+        f"{choice['point']}'s own (penalised) model, keeps every feature"
+    ]
