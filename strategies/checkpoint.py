@@ -54,7 +54,7 @@ from .strategy import EpochCallback, Strategy
 log = logging.getLogger("vflfs")
 
 FAIL_AFTER = "VFLFS_FAIL_AFTER_CHECKPOINT"  # tests: stop the run after this epoch's checkpoint
-FORMAT = 2
+FORMAT = 3  # 3: the path keeps its points' own models (PathProgress.models)
 PICKLE = pickle.HIGHEST_PROTOCOL
 TRAFFIC = ("bytes", "messages", "seconds", "round_trips")  # the byte counters' fields
 # Strategy attributes a checkpoint leaves out: the configuration (the run's own) and what is

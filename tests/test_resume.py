@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from vflfs.federation import PartyError
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
 from vflfs.runtime.simulation import RunFailed
-from vflfs.strategies.checkpoint import FAIL_AFTER, StoppedAfterCheckpoint
+from vflfs.strategies.checkpoint import FAIL_AFTER, FORMAT, StoppedAfterCheckpoint, _load
 
 from flower_procs import ProcessTag, run_process, tool
 from helpers import tiny_config
@@ -254,3 +255,14 @@ def test_a_sweep_resumes_its_stopped_jobs(tmp_path):
         assert [r["after_epoch"] for r in results["extra"]["resumed"]] == [1]
         assert results["epochs_run"] == 3 and not (job / CHECKPOINT).exists()
     assert not tag.wait_gone(20.0)
+
+
+def test_a_checkpoint_of_another_format_is_refused_with_the_fix(tmp_path):
+    """A checkpoint whose pickled state has another shape (format 2: a path without its
+    points' own models) is refused by name, not resumed into an error later."""
+    path = tmp_path / CHECKPOINT
+    torch.save({"format": FORMAT - 1}, path)
+    with pytest.raises(OutputFolderError, match="another vflfs version; fix: rerun=true"):
+        _load(path)
+    torch.save({"format": FORMAT}, path)
+    assert _load(path) == {"format": FORMAT}
