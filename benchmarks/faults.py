@@ -54,10 +54,12 @@ from vflfs.runtime.config import compose_config
 from vflfs.runtime.results import CHECKPOINT, ERROR, RESULTS
 
 REPO = Path(__file__).resolve().parents[1]
-# One round-trip per epoch; a lost request ends the run after 90 s without a reply; a
-# ServerApp whose SuperLink refuses connections for 10 s ends with error.txt.
+# One round-trip per epoch, a checkpoint at each epoch boundary; a lost request ends the run
+# after 90 s without a reply; a ServerApp whose SuperLink refuses connections for 10 s ends
+# with error.txt.
 TRAINING = (
-    "training.epochs=6 training.patience=null federation.timeout=90 deployment.superlink_timeout=10"
+    "training.epochs=6 training.patience=null checkpoint_every_s=0 federation.timeout=90 "
+    "deployment.superlink_timeout=10"
 )
 STEP_LOG = "Receiving: train.step"
 FAULTS = ("pause", "kill", "superlink", "serverapp")

@@ -111,10 +111,11 @@ def step(session: Session, request: StepRequest) -> StepReply:
     With embedding gates, embeddings carry only the open components and an ``open`` mask per
     batch.
 
-    The step that asks for the evaluation ends an epoch: the state the party holds before it
-    is the one the server checkpoints, saved first to the party's state folder if it has one.
+    The step that asks for the evaluation ends an epoch; where the server checkpoints that
+    boundary (``snapshot``), the state the party holds before the step is saved first to the
+    party's state folder, if it has one.
     """
-    if request.evaluate:
+    if request.snapshot:
         store.write_snapshot(session.store)
     batches = request.batch_rows(session.party.train_rows)
     out = advance(session, request.grads, batches, request.evaluate, request.curvature)

@@ -5,13 +5,14 @@ else the run config's ``party-state-dir`` (``vflfs-run`` names one inside the ru
 for ``engine=local`` and ``engine=simulation``); with neither, the party keeps its state in
 Flower's ``context.state`` only, as always.
 
-When: at every epoch boundary. The training step that carries an epoch's last gradients also
-asks for the evaluation embeddings; before applying anything, the party writes the state it
-holds at that moment (the state the server checkpoints, :mod:`vflfs.strategies.checkpoint`)
-to ``party-<partition-id>/<nonce>-<steps>.state``. The name stamps the setup's nonce (one per
-setup message: another run, or an earlier model of this one, has another) and the number of
-gradient steps taken. The newest two files are kept: the server's last complete checkpoint is
-always one of them.
+When: at the epoch boundaries the server checkpoints (``checkpoint_every_s``). The training
+step that carries an epoch's last gradients also asks for the evaluation embeddings, and there
+for the party's state (``StepRequest.snapshot``); before applying anything, the party writes
+the state it holds at that moment (the state the server checkpoints,
+:mod:`vflfs.strategies.checkpoint`) to ``party-<partition-id>/<nonce>-<steps>.state``. The
+name stamps the setup's nonce (one per setup message: another run, or an earlier model of this
+one, has another) and the number of gradient steps taken. The newest two files are kept: the
+server's last complete checkpoint is always one of them.
 
 On resume the server names the nonce and step it checkpointed (``query.resume``); the party
 loads exactly that state into ``context.state`` or refuses, saying what it holds instead. A

@@ -70,11 +70,15 @@ class StepRequest(Body):
     """The gradients of the pending batches (one array each), the next batches (their row
     indices in ``batches``, or their :class:`BatchPlan` in ``plan``), and whether to return
     evaluation embeddings too (after the update). With K > 1 local steps, ``curvature``: per
-    pending batch the loss's curvature along its gradient (:mod:`vflfs.ml.stale_gradients`)."""
+    pending batch the loss's curvature along its gradient (:mod:`vflfs.ml.stale_gradients`).
+    ``snapshot``: the server checkpoints this epoch boundary, so the party first saves the
+    state it holds (:mod:`vflfs.client_app.store`); sent with every evaluation request, true or
+    false, so that no message's size depends on when the run checkpoints."""
 
     grads: list = field(default_factory=list)
     batches: list = field(default_factory=list)
     evaluate: bool = False
+    snapshot: bool | None = None
     curvature: np.ndarray | None = None
     plan: BatchPlan | None = flat_field(BatchPlan, "plan_", int, optional=True)
 

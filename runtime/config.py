@@ -87,4 +87,10 @@ def check_config(cfg: DictConfig) -> RunSettings:
     for key in ("rerun", "resume"):
         if not isinstance(cfg.get(key, False), bool):
             raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")
+    every = cfg.get("checkpoint_every_s", 0)
+    if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
+        raise ConfigError(
+            f"checkpoint_every_s must be a number of seconds >= 0, got {every!r}; fix: e.g. "
+            "checkpoint_every_s=10, or 0 for a checkpoint at every epoch boundary"
+        )
     return settings

@@ -15,9 +15,9 @@ from .config import ConfigError
 from .results import completed_config
 
 # Keys that do not change what a run computes (``engine=local`` and ``engine=simulation`` give
-# the same step losses, a resumed run those of one never stopped), so two configurations
-# differing only in them are the same run.
-NOT_COMPARED = ("rerun", "resume", "output_dir", "engine")
+# the same step losses, a resumed run those of one never stopped, however often it
+# checkpointed), so two configurations differing only in them are the same run.
+NOT_COMPARED = ("rerun", "resume", "output_dir", "engine", "checkpoint_every_s")
 
 
 class OutputFolderError(ConfigError):

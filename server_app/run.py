@@ -72,9 +72,10 @@ def run_experiment(
 
     With ``cv.folds = k > 1`` the strategy runs once per fold over the same parties, and
     ``results.json`` holds the mean and standard deviation over folds (spec section 1).
-    The run checkpoints at every epoch boundary and, with ``resume=true``, continues from the
-    checkpoint it finds in ``out_dir`` (:mod:`vflfs.strategies.checkpoint`). ``settings``:
-    ``cfg``'s run-wide sections as :func:`check_run` returned them, else checked here.
+    The run checkpoints at epoch boundaries (``checkpoint_every_s``) and, with
+    ``resume=true``, continues from the checkpoint it finds in ``out_dir``
+    (:mod:`vflfs.strategies.checkpoint`). ``settings``: ``cfg``'s run-wide sections as
+    :func:`check_run` returned them, else checked here.
     """
     out_dir = Path(out_dir)
     start = time.perf_counter()

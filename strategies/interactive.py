@@ -65,12 +65,16 @@ class InteractiveLayer(ABC):
         plan: BatchPlan | None,
         evaluate: bool,
         curvature: list[np.ndarray] | None = None,
+        snapshot: bool = False,
     ) -> dict[int, Body]:
         """One round-trip: the last gradients go down with the next batches' plan (and, at an
-        epoch boundary, the evaluation request); embeddings come back. With K > 1 local
-        steps each party's gradients travel with their ``curvature``."""
+        epoch boundary, the evaluation request, and with ``snapshot`` the request to save the
+        party's state for a checkpoint); embeddings come back. With K > 1 local steps each
+        party's gradients travel with their ``curvature``."""
         op = self.step_operation
         extra = [{}] * len(grads) if curvature is None else [{"curvature": c} for c in curvature]
+        if evaluate:  # true or false: the same bytes whenever the run checkpoints
+            extra = [{**e, "snapshot": snapshot} for e in extra]
         requests = {
             m: op.request(grads=g, plan=plan, evaluate=evaluate, **extra[m])
             for m, g in enumerate(grads)

@@ -35,6 +35,7 @@ from .checkpoint import (
     parties_set_up,
     resumed_loop,
     resuming,
+    snapshot_asked,
     steps_sent,
 )
 from .early_stopping import EarlyStopping, learned_level, lowest_val_loss
@@ -161,7 +162,8 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         back."""
         steps_sent(self, grads)  # the checkpoints count each party's gradient steps
         curvature, self.curvature = self.curvature, None
-        return self.layer.exchange(federation, grads, plan, evaluate, curvature)
+        snapshot = snapshot_asked(self)  # a checkpoint of this boundary: the parties save first
+        return self.layer.exchange(federation, grads, plan, evaluate, curvature, snapshot)
 
     def server_steps(
         self, experiment: Experiment, replies: dict[int, Body], batches: list[np.ndarray]

@@ -51,7 +51,8 @@ def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
     SuperNodes name their state folders (node config state-dir), and the run ends as the
     in-process run of the original dataset that was never stopped. Between the two runs the
     parties restart their SuperNodes, as docs/deployment.md asks."""
-    extra = f"training.epochs=3 {party_keys_override(deployment)}"  # a round-trip per epoch
+    # a round-trip per epoch, and a checkpoint at each epoch boundary
+    extra = f"training.epochs=3 checkpoint_every_s=0 {party_keys_override(deployment)}"
     out = tmp_path / "out"
     config = run_config(party_files, out, extra)
     run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)

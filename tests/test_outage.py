@@ -31,7 +31,10 @@ from vflfs.server_app.run import run_experiment
 
 from helpers import tiny_config
 
-RUN = "strategy=vfl split.num_parties=2 training.epochs=3 training.patience=null"
+# checkpoint_every_s=0: a checkpoint at every epoch boundary, for the run that stops
+RUN = (
+    "strategy=vfl split.num_parties=2 training.epochs=3 training.patience=null checkpoint_every_s=0"
+)
 LOSE = 10  # the 10th training step to party 1: in epoch 1 (the tiny run has 7 per epoch)
 
 

@@ -12,19 +12,23 @@ from vflfs.federation import PartyError
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
+from vflfs.runtime.settings import ConfigError
 from vflfs.runtime.simulation import RunFailed
 from vflfs.strategies.checkpoint import FAIL_AFTER, FORMAT, StoppedAfterCheckpoint, _load
 
 from flower_procs import ProcessTag, run_process, tool
 from helpers import tiny_config
 
-VFL = "strategy=vfl training.epochs=6 training.patience=null"
+# A checkpoint at every epoch boundary (the default: one every 10 seconds), so that a run can
+# stop after the epoch a test names.
+EVERY = "checkpoint_every_s=0"
+VFL = f"strategy=vfl training.epochs=6 training.patience=null {EVERY}"
 # A short path: 3 warm-up epochs at most, 3 points of 4 epochs, a refit of 3 epochs; the
 # penalty starts high enough for the refit to keep a few of the 40 features.
 SHORT_PATH = (
     "training.epochs=6 strategy.path.warmup_max_epochs=3 strategy.path.start=2 "
     "strategy.path.points=3 strategy.path.max_points=3 strategy.path.steps_per_point=20 "
-    "strategy.path.refit_max_epochs=3"
+    f"strategy.path.refit_max_epochs=3 {EVERY}"
 )
 # Gate noise 0.5: on this data its choice refits two candidates, then a probe (at the default
 # 1.0, one candidate and three probes), so the run stops in both kinds of refit.
@@ -111,7 +115,7 @@ def test_the_dense_refit_starts_at_the_configured_rate_and_resumes_its_restarts(
         "strategy=stg training.lr=1e-9 training.epochs=6 strategy.path.warmup_max_epochs=9 "
         "strategy.path.points=1 strategy.path.max_points=1 strategy.path.steps_per_point=20 "
         "strategy.path.refit_max_epochs=9 strategy.path.refit_probes=0 "
-        "strategy.path.denser_probes=0"
+        f"strategy.path.denser_probes=0 {EVERY}"
     )
     reference = run_job(tiny_config(options), tmp_path / "ref")
     restarts = reference["extra"]["restarts"]
@@ -128,6 +132,26 @@ def test_the_dense_refit_starts_at_the_configured_rate_and_resumes_its_restarts(
     same_run(resumed, reference)
     assert resumed["extra"]["restarts"] == restarts
     assert history(out) == history(tmp_path / "ref")
+
+
+def test_checkpoints_come_every_checkpoint_every_s_and_change_nothing_else(tmp_path, monkeypatch):
+    """With the default interval a short run writes no checkpoint (the stop asked after epoch
+    2's never comes) and ends as the run checkpointed at every boundary, message bytes
+    included; a run stopped at a boundary resumes under another interval."""
+    reference = run_job(tiny_config(VFL), tmp_path / "ref")
+    sparse = tiny_config(f"{VFL} checkpoint_every_s=3600")
+    monkeypatch.setenv(FAIL_AFTER, "2")
+    quiet = run_job(sparse, tmp_path / "quiet")
+    monkeypatch.delenv(FAIL_AFTER)
+    same_run(quiet, reference)
+    assert not (tmp_path / "quiet" / CHECKPOINT).exists()
+
+    out = tmp_path / "run"
+    stopped_run(tiny_config(VFL), out, 2, monkeypatch)
+    resumed = run_job(tiny_config(f"{VFL} checkpoint_every_s=3600 resume=true"), out)
+    same_run(resumed, reference)
+    with pytest.raises(ConfigError, match=r"checkpoint_every_s must be .* >= 0.*fix"):
+        run_job(tiny_config(f"{VFL} checkpoint_every_s=-1"), tmp_path / "bad")
 
 
 def test_resume_without_checkpoint_starts_afresh(tmp_path):
@@ -178,7 +202,7 @@ def test_fedsdg_fs_resumes_after_its_gini_phase(tmp_path, monkeypatch):
     again (its traffic comes back from the checkpoint)."""
     options = (
         "strategy=fedsdg_fs strategy.gini.key_bits=512 strategy.path.enabled=false "
-        "training.epochs=4 training.patience=null"
+        f"training.epochs=4 training.patience=null {EVERY}"
     )
     reference = run_job(tiny_config(options), tmp_path / "ref")
     out = tmp_path / "run"
@@ -238,7 +262,7 @@ def test_a_sweep_resumes_its_stopped_jobs(tmp_path):
     args = [
         tool("vflfs-run"), "-m", "seed=0,1", "dataset.params.n_samples=600",
         "dataset.params.n_features=40", "device=cpu", "training.epochs=3",
-        "training.patience=null", f"output_dir={sweep}",
+        "training.patience=null", f"output_dir={sweep}", EVERY,
     ]  # fmt: skip
     first = run_process(args, env=tag.env(**{FAIL_AFTER: "1"}), cwd=tmp_path)
     jobs = sorted(sweep.iterdir())
