@@ -10,9 +10,10 @@ and step losses) is serialised, and written to ``checkpoint.pt`` in the output f
 temporary file, then a rename) once every party has answered that next step, whose request
 asks it to save (``StepRequest.snapshot``): each party writes its own state of the same moment
 to its own disk before answering (:mod:`vflfs.client_app.store`). A checkpoint on disk
-therefore always has the parties' matching states behind it. A crash costs at most the epochs
-of ``checkpoint_every_s`` seconds; epochs of a small model last a tenth of a second, and a
-checkpoint at each of them took about a tenth of a path run's time (MADELON, ``stg``).
+therefore always has the parties' matching states behind it. A crash loses the work since the
+last checkpoint: ``checkpoint_every_s`` seconds and at most one epoch. Epochs of a small model
+last a tenth of a second, and a checkpoint at each of them took about a tenth of a path run's
+time (MADELON, ``stg``).
 
 **Resuming** (``resume=true``, same output folder): the parties load their saved state
 (``query.resume`` names each one's setup nonce and gradient step), the server restores its
