@@ -6,7 +6,9 @@ all-features model for 40 epochs without early stopping (``strategy=vfl training
 training.patience=null``), then every strategy asked for with its defaults. A strategy's
 ratio is its wall time over the dense run's of the same repeat, so a load that changes
 between repeats changes both; the table gives each one's median over the repeats, with the
-CPU seconds of the process and its children (steadier on a shared machine) beside them.
+CPU seconds of the process and its children (steadier on a shared machine) beside them, and
+the epochs a run trained with, of them, those of the models trained after the path (refits,
+probes, add-backs and the dense refit: where a path run's time goes) and how many.
 
     python -m benchmarks.path_cost --repeats 3 --out outputs/path_cost
     python -m benchmarks.path_cost --dataset synthetic_madelon --strategies stg --repeats 1
@@ -47,14 +49,28 @@ def run(name: str, overrides: list[str], folder: Path) -> dict:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise SystemExit(f"{name} failed (exit {done.returncode}): {' | '.join(tail)}")
     r = json.loads((folder / "results.json").read_text())
+    refits = refit_spans(r)
     return {
         "name": name,
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "epochs": r.get("epochs_run"),
+        "refits": len(refits),
+        "refit_epochs": sum(stop - first for first, stop in refits),
         "test_metric": round(float(r["test_metric"]), 4),
         "kept": r.get("selection", {}).get("selected_features"),
     }
+
+
+def refit_spans(results: dict) -> list[tuple[int, int]]:
+    """The epochs (first, stop) of each model a path run trained after its path: the refits,
+    probes, add-backs and the dense refit (not the path points' own models)."""
+    rows = ((results.get("extra") or {}).get("path_choice") or {}).get("refits", [])
+    return [
+        (int(row["epochs"][0]), int(row["epochs"][1]))
+        for row in rows
+        if row.get("ranking") != "penalised" and row.get("epochs") and None not in row["epochs"]
+    ]
 
 
 def summarise(repeats: list[list[dict]]) -> list[dict]:
@@ -71,6 +87,8 @@ def summarise(repeats: list[list[dict]]) -> list[dict]:
                 "x_dense": round(statistics.median(ratios), 2),
                 "x_dense_range": [round(min(ratios), 2), round(max(ratios), 2)],
                 "epochs": first["epochs"],
+                "refits": first.get("refits", 0),
+                "refit_epochs": first.get("refit_epochs", 0),
                 "test_metric": first["test_metric"],
                 "kept": first["kept"],
             }
@@ -82,14 +100,16 @@ def markdown(rows: list[dict], header: str) -> str:
     lines = [
         header,
         "",
-        "| run | wall s | CPU s | x the dense run (range) | epochs | test metric | kept |",
-        "|---|---|---|---|---|---|---|",
+        "| run | wall s | CPU s | x the dense run (range) | epochs | of them refits' (refits) "
+        "| test metric | kept |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         low, high = r["x_dense_range"]
         lines.append(
             f"| {r['name']} | {r['wall_s']} | {r['cpu_s']} | {r['x_dense']} ({low}-{high}) | "
-            f"{r['epochs']} | {r['test_metric']} | {r['kept']} |"
+            f"{r['epochs']} | {r['refit_epochs']} ({r['refits']}) | {r['test_metric']} | "
+            f"{r['kept']} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.path_cost import markdown, summarise
+from benchmarks.path_cost import markdown, refit_spans, summarise
 
 
 def run(name: str, wall: float) -> dict:
@@ -19,4 +19,17 @@ def test_ratios_are_taken_within_a_repeat_then_the_median():
     assert dense["x_dense"] == 1.0
     assert stg["x_dense"] == 3.0 and stg["x_dense_range"] == [2.0, 5.0]
     assert stg["wall_s"] == 40.0  # the median wall time, not the ratio's run
-    assert "| stg | 40.0 | 40.0 | 3.0 (2.0-5.0) |" in markdown([dense, stg], "header")
+    assert "| stg | 40.0 | 40.0 | 3.0 (2.0-5.0) | 1 | 0 (0) |" in markdown([dense, stg], "header")
+
+
+def test_the_refits_epochs_are_those_trained_after_the_path():
+    """The path points' own models (ranking ``penalised``) trained no epoch of their own."""
+    rows = [
+        {"epochs": [48, 79]},
+        {"epochs": [79, 158], "ranking": "path"},
+        {"epochs": [30, 31], "ranking": "penalised"},
+        {"epochs": [158, 179], "ranking": "screen"},
+    ]
+    results = {"extra": {"path_choice": {"refits": rows}}}
+    assert refit_spans(results) == [(48, 79), (79, 158), (158, 179)]
+    assert refit_spans({"extra": {}}) == []  # a run without a path
