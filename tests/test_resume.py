@@ -7,8 +7,11 @@ import json
 
 import pytest
 import torch
+from test_privacy import Recorder
 
-from vflfs.federation import PartyError
+from vflfs.federation import DOWN, PartyError
+from vflfs.federation.payload import decode
+from vflfs.protocol import STEP
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, HISTORY, PARTY_STATE, RESULTS
@@ -17,7 +20,7 @@ from vflfs.runtime.simulation import RunFailed
 from vflfs.strategies.checkpoint import FAIL_AFTER, FORMAT, StoppedAfterCheckpoint, _load
 
 from flower_procs import ProcessTag, run_process, tool
-from helpers import tiny_config
+from helpers import run_local, tiny_config
 
 # A checkpoint at every epoch boundary (the default: one every 10 seconds), so that a run can
 # stop after the epoch a test names.
@@ -134,17 +137,26 @@ def test_the_dense_refit_starts_at_the_configured_rate_and_resumes_its_restarts(
     assert history(out) == history(tmp_path / "ref")
 
 
+def snapshots_asked(messages: list) -> list[bool]:
+    """The ``snapshot`` entry of every step request sent, where it has one."""
+    configs = (decode(c) for d, _, op, c in messages if d == DOWN and op == STEP.name)
+    return [bool(c["snapshot"]) for c in configs if "snapshot" in c]
+
+
 def test_checkpoints_come_every_checkpoint_every_s_and_change_nothing_else(tmp_path, monkeypatch):
-    """With the default interval a short run writes no checkpoint (the stop asked after epoch
-    2's never comes) and ends as the run checkpointed at every boundary, message bytes
-    included; a run stopped at a boundary resumes under another interval."""
-    reference = run_job(tiny_config(VFL), tmp_path / "ref")
-    sparse = tiny_config(f"{VFL} checkpoint_every_s=3600")
+    """With an interval of an hour a short run writes no checkpoint (the stop asked after
+    epoch 2's never comes, no party is asked to save) and ends as the run checkpointed at every
+    boundary, message bytes included; a run stopped at a boundary resumes under another
+    interval."""
+    every, hourly = Recorder(), Recorder()
+    reference = run_local(tiny_config(VFL), tmp_path / "ref", observers=[every])
     monkeypatch.setenv(FAIL_AFTER, "2")
-    quiet = run_job(sparse, tmp_path / "quiet")
+    hourly_cfg = tiny_config(f"{VFL} checkpoint_every_s=3600")
+    quiet = run_local(hourly_cfg, tmp_path / "quiet", observers=[hourly])
     monkeypatch.delenv(FAIL_AFTER)
     same_run(quiet, reference)
-    assert not (tmp_path / "quiet" / CHECKPOINT).exists()
+    asked, not_asked = snapshots_asked(every.messages), snapshots_asked(hourly.messages)
+    assert len(asked) == len(not_asked) and any(asked) and not any(not_asked)
 
     out = tmp_path / "run"
     stopped_run(tiny_config(VFL), out, 2, monkeypatch)
