@@ -15,12 +15,13 @@ def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
     ``state_dict``, ``load_state_dict``) so that ``torch.compile`` can trace around them;
     each wrapper imports ``torch._dynamo`` on its first call, about 1.4 s of CPU in a fresh
     process (in deployment every message is one). vflfs never compiles, so its optimisers
-    call the wrapped methods directly, ``step`` with gradients off as its wrapper sets them.
+    call the wrapped methods directly, ``step`` with gradients off as its wrapper sets them,
+    and without the profiler's records (:func:`unhooked`, :func:`zero_grad`).
     """
     base = torch.optim.Optimizer
     methods = {
         name: getattr(base, name).__wrapped__
-        for name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+        for name in ("add_param_group", "state_dict", "load_state_dict")
         if hasattr(getattr(base, name), "__wrapped__")
     }
     step = getattr(cls.step, "__wrapped__", None)
@@ -30,8 +31,28 @@ def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
             with torch.set_grad_enabled(bool(self.defaults.get("differentiable", False))):
                 return step(self, closure)
 
-        methods["step"] = plain_step
+        methods["step"] = unhooked(plain_step)
+    methods["zero_grad"] = zero_grad
     return type(cls.__name__, (cls,), {**methods, "__module__": __name__})
+
+
+def unhooked(step):
+    """``step`` marked as hooked already: ``torch.optim.Optimizer.__init__`` otherwise wraps
+    a class's ``step`` in a profiler ``record_function`` and the global step hooks (with
+    ``zero_grad``'s record, about a sixth of a party's training step on small models); vflfs
+    registers no optimiser hooks."""
+    step.hooked = True
+    return step
+
+
+def zero_grad(self: torch.optim.Optimizer, set_to_none: bool = True) -> None:
+    """``Optimizer.zero_grad`` without its profiler record: the gradients become None (or,
+    with ``set_to_none=False``, ``torch.optim.Optimizer``'s own zeroing)."""
+    if not set_to_none:
+        return torch.optim.Optimizer.zero_grad.__wrapped__(self, set_to_none=False)
+    for group in self.param_groups:
+        for p in group["params"]:
+            p.grad = None
 
 
 def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
@@ -60,7 +81,7 @@ def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer
         base_step(self)
         return loss
 
-    return type(cls.__name__, (cls,), {"step": step, "__module__": __name__})
+    return type(cls.__name__, (cls,), {"step": unhooked(step), "__module__": __name__})
 
 
 OPTIMIZERS = {
