@@ -15,7 +15,7 @@ import torch
 
 from vflfs.datasets import PartyData, center
 from vflfs.ml.components import full_width
-from vflfs.ml.devices import resolve_device
+from vflfs.ml.devices import as_tensor, resolve_device
 from vflfs.ml.flat_state import FlatState
 from vflfs.ml.models import BottomSpec, seeded
 from vflfs.ml.optim import make_optimizer
@@ -109,6 +109,10 @@ class Party(PartyState):
         self.pending_sent: list[np.ndarray] = []
         self.eval_rows = np.zeros(0, np.int64)  # rows the server scores (validation + test)
         self.steps_taken = 0
+        # Kept forward passes of the pending batches (with their parameters' versions), which
+        # a live party backpropagates through instead of recomputing them; a party restored
+        # from its records has none and recomputes.
+        self.graphs: list[tuple[torch.Tensor, list[tuple[int, int]]]] = []
         self._flat = FlatState()  # the model and optimiser in one buffer each, for saving
         self.set_penalty(spec.penalty_scale)
         if spec.keep:
@@ -198,9 +202,7 @@ class Party(PartyState):
     # -- the step maths -----------------------------------------------------------------------
     def _rows(self, rows: np.ndarray) -> torch.Tensor:
         # index_select: the same rows as X[index], ~3x faster on the CPU for a batch
-        return torch.index_select(
-            self.X, 0, torch.tensor(rows, device=self.device, dtype=torch.long)
-        )
+        return torch.index_select(self.X, 0, as_tensor(rows, self.device, np.int64))
 
     @contextmanager
     def _noise(self, seed: int) -> Iterator[None]:
@@ -228,15 +230,34 @@ class Party(PartyState):
         gate = self.model.embedding_gate
         return None if gate is None else (gate.last > 0).cpu().numpy()
 
-    def forward(self, rows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Training-mode embedding of ``rows`` (the graph is recomputed on backward).
+    def forward(
+        self, rows: np.ndarray, seed: int, keep_graph: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Training-mode embedding of ``rows``; the graph is recomputed on backward, or, with
+        ``keep_graph``, kept in this live party for it (:attr:`graphs`, never in its state).
 
         With embedding gates only the open components are returned, with their mask.
         """
-        with torch.no_grad(), self._noise(seed):
-            out = self.model(self._rows(rows)).cpu().numpy()
+        with torch.set_grad_enabled(keep_graph), self._noise(seed):
+            out = self.model(self._rows(rows))
+        if keep_graph:
+            self.graphs.append((out, self._versions()))
+        out = out.detach().cpu().numpy()
         mask = self._open()
         return (out, None) if mask is None else (out[:, mask], mask)
+
+    def _versions(self) -> list[tuple[int, int]]:
+        """The model's parameters and their in-place versions (an optimiser step, a gate's
+        projection, a loaded state or new layers change them)."""
+        return [(id(p), p._version) for p in self.model.parameters()]
+
+    def _kept_graph(self, k: int) -> torch.Tensor | None:
+        """The forward pass of pending batch ``k`` if it was kept and the model has not changed
+        since: backward through it is backward through its recomputation, to the bit."""
+        if k >= len(self.graphs) or len(self.graphs) != len(self.pending):
+            return None
+        out, versions = self.graphs[k]
+        return out if versions == self._versions() else None
 
     def embed_batches(
         self, batches: list[np.ndarray]
@@ -244,7 +265,9 @@ class Party(PartyState):
         """Training-mode embeddings of the next batches (:meth:`forward`), which become the
         pending ones; each one's embedding-gate mask is kept for :meth:`apply_pending`."""
         self.pending, self.pending_seeds = batches, self.batch_seeds(len(batches))
-        out = [self.forward(b, s) for b, s in zip(batches, self.pending_seeds, strict=True)]
+        self.graphs = []
+        keep = len(batches) == 1  # with K > 1 the model moves between them
+        out = [self.forward(b, s, keep) for b, s in zip(batches, self.pending_seeds, strict=True)]
         self.pending_open = [mask for _, mask in out]
         width = len(self.components)
         self.pending_sent = [full_width(e, m, width) for e, m in out] if len(batches) > 1 else []
@@ -269,7 +292,8 @@ class Party(PartyState):
             stale = None
             if k > 0 and curvature is not None and self.pending_sent:
                 stale = (self.pending_sent[k], float(curvature[k]))
-            self.apply_gradient(rows, grad, seed, sent, stale)
+            self.apply_gradient(rows, grad, seed, sent, stale, self._kept_graph(k))
+        self.graphs = []
 
     def apply_gradient(
         self,
@@ -278,6 +302,7 @@ class Party(PartyState):
         seed: int,
         sent: np.ndarray | None = None,
         stale: tuple[np.ndarray, float] | None = None,
+        graph: torch.Tensor | None = None,
     ) -> None:
         """Back-propagate dL/dg for ``rows`` (plus the gates' regulariser) and step.
 
@@ -286,14 +311,17 @@ class Party(PartyState):
         gates). Components closed now get no update from it, their gate being zero.
         ``stale``: the embedding the server differentiated at (full width) and the loss's
         curvature along ``grad``, to carry ``grad`` to this recomputation's embedding (skipped
-        if the party's components changed in between).
+        if the party's components changed in between). ``graph``: the forward pass that sent
+        the embedding, kept (:meth:`_kept_graph`), instead of its recomputation.
         """
         self.optimizer.zero_grad(set_to_none=True)
-        with self._noise(seed):
-            out = self.model(self._rows(rows))
+        out = graph
+        if out is None:
+            with self._noise(seed):
+                out = self.model(self._rows(rows))
         full = torch.zeros_like(out)
         mask = self._open() if sent is None else sent
-        grad_t = torch.tensor(grad, device=self.device)
+        grad_t = as_tensor(grad, self.device)
         if mask is None:
             full = grad_t
         else:

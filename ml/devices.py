@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -21,3 +22,10 @@ def resolve_device(choice: str, index: int = 0) -> torch.device:
             raise RuntimeError("device=cuda but no GPU is visible; use device=auto or cpu")
         return torch.device("cpu")
     return torch.device(f"cuda:{index % n}")
+
+
+def as_tensor(x, device: torch.device, dtype: np.dtype | type | None = None) -> torch.Tensor:
+    """``x`` (an array, or what ``np.array`` reads) as a tensor of its own on ``device``, as
+    ``torch.tensor(np.asarray(x))`` makes it (same dtype, a copy: a message's arrays are
+    read-only) in a fraction of its time on a batch's arrays."""
+    return torch.from_numpy(np.array(x, dtype=dtype)).to(device)

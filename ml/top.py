@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .devices import as_tensor
 from .metrics import score
 from .models import Task, TopModel, TopSpec, seeded, server_seed
 from .optim import make_optimizer
@@ -69,9 +70,7 @@ class ServerModel:
 
     def tensors(self, embeddings: Sequence[np.ndarray], grad: bool) -> list[torch.Tensor]:
         """The embeddings as tensors on the model's device (leaves that keep their gradient)."""
-        return [
-            torch.tensor(np.asarray(e), device=self.device).requires_grad_(grad) for e in embeddings
-        ]
+        return [as_tensor(e, self.device).requires_grad_(grad) for e in embeddings]
 
     def step(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, list]:
         """One top-model step; returns the loss and dL/dg_m for each party's embedding."""

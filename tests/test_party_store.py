@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from flwr.app import ArrayRecord, Context
 from flwr.common.serde import (
     context_from_proto,
@@ -13,7 +14,15 @@ from flwr.common.serde import (
     recorddict_to_proto,
 )
 
-from vflfs.benchmarks.party_state import Size, call, measure, message, set_up, step_request
+from vflfs.benchmarks.party_state import (
+    Size,
+    call,
+    forget_cached_parties,
+    measure,
+    message,
+    set_up,
+    step_request,
+)
 from vflfs.client_app import party_store
 from vflfs.client_app.app import app
 from vflfs.client_app.flat_record import FLAT
@@ -185,3 +194,41 @@ def test_a_state_of_an_older_layout_is_refused_with_the_fix(context):
     party_store.CACHE.clear()
     with pytest.raises(ValueError, match="older vflfs; fix: start the run afresh"):
         PartyStore(context).load()
+
+
+class Gated(Size):
+    def overrides(self) -> str:
+        return super().overrides() + " strategy=fedsdg_fs"  # input and embedding gates
+
+
+@pytest.mark.parametrize("size", [TINY, Gated("gated", 192, 20)], ids=["plain", "gates"])
+def test_a_live_party_backpropagates_through_its_kept_forward_pass_to_the_bit(size):
+    """A party that stays live between messages keeps each batch's forward pass for its
+    backward pass (one forward per step, not two); one rebuilt from context.state at every
+    message recomputes it. Both end with the same model and optimiser, to the bit."""
+
+    def train(cold: bool) -> tuple[dict, int]:
+        context, _ = set_up(app, size)
+        step(context, 0)
+        forwards = []
+        PartyStore(context).load().model.register_forward_hook(lambda *_: forwards.append(1))
+        for n in range(1, 6):
+            if cold:
+                forget_cached_parties()
+            step(context, n)
+        arrays = PartyStore(context).load().state_arrays(("model", "optim"))
+        return {g: {k: np.array(v) for k, v in a.items()} for g, a in arrays.items()}, len(forwards)
+
+    (live, forwards), (cold, _) = train(cold=False), train(cold=True)
+    assert forwards == 5  # the recomputation would make it 10
+    for group in live:
+        for name in live[group]:
+            np.testing.assert_array_equal(live[group][name], cold[group][name])
+
+
+def test_a_kept_forward_pass_is_not_used_once_the_model_changed(context):
+    party = PartyStore(context).load()
+    assert party._kept_graph(0) is not None
+    with torch.no_grad():
+        party.model.input_layer.weight.mul_(1.0)  # an in-place change (as a loaded state)
+    assert party._kept_graph(0) is None  # recomputed
