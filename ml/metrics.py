@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import torch
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.metrics import r2_score
 
 from .models import Task
 
@@ -16,7 +16,8 @@ def score(task: Task, output: torch.Tensor, y: np.ndarray) -> float:
     """Accuracy (classification) or R^2 (regression) of model outputs against ``y``."""
     out = output.detach().cpu()
     if task.kind == "classification":
-        return float(accuracy_score(y, out.argmax(dim=1).numpy()))
+        # sklearn's accuracy_score to the bit, without its argument checks (~0.4 ms a call)
+        return float(np.mean(out.argmax(dim=1).numpy() == np.asarray(y).ravel()))
     # R^2 of the standardised targets: the same as on the original scale
     return float(r2_score(task.target(y).numpy(), out.squeeze(-1).numpy()))
 
