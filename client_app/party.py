@@ -247,9 +247,9 @@ class Party(PartyState):
         return (out, None) if mask is None else (out[:, mask], mask)
 
     def _versions(self) -> list[tuple[int, int]]:
-        """The model's parameters and their in-place versions (an optimiser step, a gate's
-        projection, a loaded state or new layers change them)."""
-        return [(id(p), p._version) for p in self.model.parameters()]
+        """The model's parameters (the optimiser's: new layers come with a new one) and their
+        in-place versions (an optimiser step, a gate's projection, a loaded state change them)."""
+        return [(id(p), p._version) for g in self.optimizer.param_groups for p in g["params"]]
 
     def _kept_graph(self, k: int) -> torch.Tensor | None:
         """The forward pass of pending batch ``k`` if it was kept and the model has not changed
