@@ -3,8 +3,8 @@ twice.
 
 After an outage the server sends a lost request again with the same
 :class:`~vflfs.protocol.Delivery` (its session and step number). The party keeps, in
-``context.state``, the delivery of the last request it applied and the reply it gave (as Flower
-encodes it): a repeat of that request gets that reply again, unchanged, and changes nothing;
+``context.state``, the delivery of the last request it applied and the reply it gave (its
+records): a repeat of that request gets that reply again, unchanged, and changes nothing;
 an older request (a stale copy overtaken by later ones) is refused. Only successful replies are
 kept: a failed operation changed nothing (:meth:`~.session.Session.discard`), so a repeat of it
 runs again.
@@ -13,12 +13,11 @@ runs again.
 from __future__ import annotations
 
 from flwr.app import ConfigRecord, Context, RecordDict
-from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
-from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from vflfs.protocol import Delivery
 
 RECORD = "vflfs.replay"
+REPLY = "vflfs.replay.reply."  # + each of the reply's record names
 
 
 class StaleRequest(RuntimeError):
@@ -59,20 +58,24 @@ def kept_reply(context: Context, delivery: Delivery | None, operation: str) -> R
             f"request {delivery.step} arrived as {operation!r}, but this party applied it as "
             f"{applied_operation!r}; the server and party are out of step"
         )
-    proto = ProtoRecordDict()
-    proto.ParseFromString(bytes(context.state[RECORD]["reply"]))
-    return recorddict_from_proto(proto)
+    if "reply" in context.state[RECORD]:
+        raise ValueError(
+            "this party's last reply was kept by an older vflfs; fix: start the run afresh "
+            "(rerun=true)"
+        )
+    state = context.state
+    return RecordDict({n[len(REPLY) :]: state[n] for n in state if n.startswith(REPLY)})
 
 
 def keep(context: Context, delivery: Delivery | None, operation: str, reply: RecordDict) -> None:
     """Remember ``reply`` as this party's answer to ``delivery`` (its last applied request)."""
     if delivery is None:
         return
-    context.state[RECORD] = ConfigRecord(
-        {
-            "session": delivery.session,
-            "step": delivery.step,
-            "operation": operation,
-            "reply": recorddict_to_proto(reply).SerializeToString(),
-        }
+    state = context.state
+    for name in [n for n in state if n.startswith(REPLY)]:
+        del state[name]
+    for name, record in reply.items():  # the records sent (a copy travels; these stay)
+        state[REPLY + name] = record
+    state[RECORD] = ConfigRecord(
+        {"session": delivery.session, "step": delivery.step, "operation": operation}
     )

@@ -15,15 +15,16 @@ import re
 
 import numpy as np
 import pytest
-from flwr.app import Context, Message, RecordDict
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.common.constant import ErrorCode
 from flwr.common.serde import recorddict_to_proto
 from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
 
+from vflfs.client_app import replay
 from vflfs.client_app.app import app as client_app
 from vflfs.client_app.store import RUN_KEY
 from vflfs.federation import LocalGrid, PartyError, message_bytes
-from vflfs.federation.payload import decode_error, from_array
+from vflfs.federation.payload import decode_error, encode, from_array
 from vflfs.protocol import STEP, Delivery
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.results import CHECKPOINT, ERROR, PARTY_STATE
@@ -188,6 +189,27 @@ def test_a_party_answers_a_repeated_step_with_its_first_reply_and_applies_it_onc
         for key, weights in grid.models["first"].items():
             np.testing.assert_array_equal(grid.models[name][key], weights)
     assert summary["step_losses"] == undisturbed["step_losses"]
+
+
+def test_a_kept_reply_is_the_last_one_whole():
+    """The replay keeps the last reply's records, none of an earlier reply's; a reply kept by
+    an older vflfs (as bytes) is refused with the fix, never answered empty."""
+    context = Context(run_id=1, node_id=2, node_config={}, state=RecordDict(), run_config={})
+    first = encode({"embeddings": [np.ones((2, 3), np.float32)], "loss": 0.5})
+    second = encode({"loss": 0.25})  # no arrays
+    replay.keep(context, Delivery("s", 1), STEP.name, first)
+    assert recorddict_to_proto(replay.kept_reply(context, Delivery("s", 1), STEP.name)) == (
+        recorddict_to_proto(first)
+    )
+    replay.keep(context, Delivery("s", 2), STEP.name, second)
+    again = replay.kept_reply(context, Delivery("s", 2), STEP.name)
+    assert recorddict_to_proto(again) == recorddict_to_proto(second) and "arrays" not in again
+    assert replay.kept_reply(context, Delivery("s", 3), STEP.name) is None  # a new request
+    context.state[replay.RECORD] = ConfigRecord(
+        {"session": "s", "step": 2, "operation": STEP.name, "reply": b"\x00"}
+    )
+    with pytest.raises(ValueError, match=r"older vflfs; fix: start the run afresh \(rerun=true\)"):
+        replay.kept_reply(context, Delivery("s", 2), STEP.name)
 
 
 @pytest.mark.parametrize(
