@@ -8,7 +8,9 @@ ratio is its wall time over the dense run's of the same repeat, so a load that c
 between repeats changes both; the table gives each one's median over the repeats, with the
 CPU seconds of the process and its children (steadier on a shared machine) beside them, and
 the epochs a run trained with, of them, those of the models trained after the path (refits,
-probes, add-backs and the dense refit: where a path run's time goes) and how many.
+probes, add-backs and the dense refit: where a path run's time goes) and how many, and the
+seconds of those epochs (``history.csv``'s ``wall_s``) and of the run outside its epochs
+(process start, imports, data, setup and results).
 
     python -m benchmarks.path_cost --repeats 3 --out outputs/path_cost
     python -m benchmarks.path_cost --dataset synthetic_madelon --strategies stg --repeats 1
@@ -21,6 +23,7 @@ The runs land in ``<out>/runs/<repeat>/<name>/`` (each with its usual files); th
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import resource
 import statistics
@@ -50,6 +53,8 @@ def run(name: str, overrides: list[str], folder: Path) -> dict:
         raise SystemExit(f"{name} failed (exit {done.returncode}): {' | '.join(tail)}")
     r = json.loads((folder / "results.json").read_text())
     refits = refit_spans(r)
+    with open(folder / "history.csv", newline="") as f:
+        ends = [float(row["wall_s"]) for row in csv.DictReader(f)]
     return {
         "name": name,
         "wall_s": round(wall, 2),
@@ -57,6 +62,8 @@ def run(name: str, overrides: list[str], folder: Path) -> dict:
         "epochs": r.get("epochs_run"),
         "refits": len(refits),
         "refit_epochs": sum(stop - first for first, stop in refits),
+        "refit_s": round(span_seconds(ends, refits), 2),
+        "outside_s": round(wall - (ends[-1] if ends else 0.0), 2),
         "test_metric": round(float(r["test_metric"]), 4),
         "kept": r.get("selection", {}).get("selected_features"),
     }
@@ -71,6 +78,13 @@ def refit_spans(results: dict) -> list[tuple[int, int]]:
         for row in rows
         if row.get("ranking") != "penalised" and row.get("epochs") and None not in row["epochs"]
     ]
+
+
+def span_seconds(ends: list[float], spans: list[tuple[int, int]]) -> float:
+    """Seconds of the epochs in ``spans`` (first, stop), from each epoch's end time since the
+    training began (``history.csv``'s ``wall_s``): what ran between two spans counts with the
+    later one (a refit's setup, the screening of the one before)."""
+    return float(sum(ends[stop - 1] - (ends[first - 1] if first else 0.0) for first, stop in spans))
 
 
 def summarise(repeats: list[list[dict]]) -> list[dict]:
@@ -89,6 +103,8 @@ def summarise(repeats: list[list[dict]]) -> list[dict]:
                 "epochs": first["epochs"],
                 "refits": first.get("refits", 0),
                 "refit_epochs": first.get("refit_epochs", 0),
+                "refit_s": round(statistics.median(r.get("refit_s", 0.0) for r in runs), 1),
+                "outside_s": round(statistics.median(r.get("outside_s", 0.0) for r in runs), 1),
                 "test_metric": first["test_metric"],
                 "kept": first["kept"],
             }
@@ -101,15 +117,15 @@ def markdown(rows: list[dict], header: str) -> str:
         header,
         "",
         "| run | wall s | CPU s | x the dense run (range) | epochs | of them refits' (refits) "
-        "| test metric | kept |",
-        "|---|---|---|---|---|---|---|---|",
+        "| refits' s | s outside the epochs | test metric | kept |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         low, high = r["x_dense_range"]
         lines.append(
             f"| {r['name']} | {r['wall_s']} | {r['cpu_s']} | {r['x_dense']} ({low}-{high}) | "
-            f"{r['epochs']} | {r['refit_epochs']} ({r['refits']}) | {r['test_metric']} | "
-            f"{r['kept']} |"
+            f"{r['epochs']} | {r['refit_epochs']} ({r['refits']}) | {r['refit_s']} | "
+            f"{r['outside_s']} | {r['test_metric']} | {r['kept']} |"
         )
     return "\n".join(lines) + "\n"
 
