@@ -39,8 +39,8 @@ def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
 def unhooked(step):
     """``step`` marked as hooked already: ``torch.optim.Optimizer.__init__`` otherwise wraps
     a class's ``step`` in a profiler ``record_function`` and the global step hooks (with
-    ``zero_grad``'s record, about a sixth of a party's training step on small models); vflfs
-    registers no optimiser hooks."""
+    ``zero_grad``'s record, a few percent of a training run on small models); vflfs registers
+    no optimiser hooks."""
     step.hooked = True
     return step
 
