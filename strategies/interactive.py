@@ -57,6 +57,10 @@ class InteractiveLayer(ABC):
 
     def __init__(self, server: ServerModel) -> None:
         self.server = server
+        # Parties with no embedding component (``VFL.widths`` 0): they send nothing, so a
+        # layer that can leave them out of the training batches sends them only the epochs'
+        # evaluation requests (their selection, and the checkpoints' snapshots).
+        self.idle: frozenset[int] = frozenset()
 
     def exchange(
         self,
@@ -78,8 +82,16 @@ class InteractiveLayer(ABC):
         requests = {
             m: op.request(grads=g, plan=plan, evaluate=evaluate, **extra[m])
             for m, g in enumerate(grads)
+            if m not in self.idle
         }
-        return federation.send(op, requests)
+        if evaluate:  # an idle party: no batch, no gradient; its selection and snapshot
+            requests |= {m: op.request(evaluate=True, snapshot=snapshot) for m in self.idle}
+        return federation.send(op, dict(sorted(requests.items())))
+
+    def leave_out(self, widths: list[int]) -> None:
+        """Leave the parties of no embedding component (``widths`` 0) out of the training
+        batches; a layer that cannot (the secure one) sends to every party."""
+        self.idle = frozenset()
 
     @abstractmethod
     def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
@@ -103,15 +115,25 @@ class PlainLayer(InteractiveLayer):
     def width(self, m: int) -> int:
         return int(self.server.model.interactive[m].in_features)
 
+    def leave_out(self, widths: list[int]) -> None:
+        self.idle = frozenset(m for m, w in enumerate(widths) if w == 0)
+
     def forward(self, replies: dict[int, Body], k: int, rows: int) -> Pass:
-        masks = [None if r.open is None else r.open[k] for r in replies.values()]
+        parties = range(len(self.server.model.interactive))
+        sent = {m: r for m, r in replies.items() if m not in self.idle}  # an idle one: (rows, 0)
+        masks = [
+            sent[m].open[k] if m in sent and sent[m].open is not None else None for m in parties
+        ]
         embeddings = [
-            full_width(r.embeddings[k], masks[m], self.width(m)) for m, r in replies.items()
+            full_width(sent[m].embeddings[k], masks[m], self.width(m))
+            if m in sent
+            else np.zeros((rows, 0), np.float32)
+            for m in parties
         ]
         inputs = self.server.tensors(embeddings, grad=True)
         self.server.model.train()
         batch = PlainPass(self.server.model.interact(inputs), inputs, masks)
-        batch.uploaded = sum(int(np.size(r.embeddings[k])) for r in replies.values())
+        batch.uploaded = sum(int(np.size(r.embeddings[k])) for r in sent.values())
         return batch
 
     def evaluation(self, replies: dict[int, Body], rows: int) -> tuple[list[np.ndarray], int]:

@@ -160,6 +160,8 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         """One round-trip of the layer's step: the last gradients go down with the next
         batches' plan (and, at an epoch boundary, the evaluation request); embeddings come
         back."""
+        # an idle party has no batch and so no gradient pending (InteractiveLayer.idle)
+        grads = [[] if m in self.layer.idle else g for m, g in enumerate(grads)]
         steps_sent(self, grads)  # the checkpoints count each party's gradient steps
         curvature, self.curvature = self.curvature, None
         snapshot = snapshot_asked(self)  # a checkpoint of this boundary: the parties save first
@@ -177,8 +179,9 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         (:mod:`vflfs.ml.stale_gradients`): the top model steps at ``lr / sqrt(K)``, and each
         gradient goes down with the loss's curvature along it (:attr:`curvature`)."""
         losses: list[float] = []
-        grads: list[list[np.ndarray]] = [[] for _ in replies]
-        curvature: list[list[float]] = [[] for _ in replies]
+        parties = experiment.num_parties  # an idle party's reply is not among them
+        grads: list[list[np.ndarray]] = [[] for _ in range(parties)]
+        curvature: list[list[float]] = [[] for _ in range(parties)]
         local = len(batches) > 1
         with round_learning_rate(self.server.optimizer, len(batches)):
             for k, rows in enumerate(batches):
@@ -188,7 +191,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
                     ks = (
                         batch.curvature(self.server, experiment.y[rows])
                         if k
-                        else [0.0] * len(replies)
+                        else [0.0] * parties
                     )
                     for m, c in enumerate(ks):
                         curvature[m].append(c)
@@ -252,6 +255,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         loop there (:mod:`vflfs.strategies.checkpoint`).
         """
         size = self.training.batch_size
+        self.layer.leave_out(self.widths)  # no gradient is pending at a call's start
         self.epoch_steps = max(1, math.ceil(len(experiment.splits.train) / size))
         self.majority_level = learned_level(experiment)
         grads: list[list[np.ndarray]] = [[] for _ in range(experiment.num_parties)]
