@@ -188,11 +188,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
                 batch = self.layer.forward(replies, k, len(rows))
                 self.uploaded_floats += batch.uploaded
                 if local:  # a round's first batch is applied where it was embedded: no need
-                    ks = (
-                        batch.curvature(self.server, experiment.y[rows])
-                        if k
-                        else [0.0] * parties
-                    )
+                    ks = batch.curvature(self.server, experiment.y[rows]) if k else [0.0] * parties
                     for m, c in enumerate(ks):
                         curvature[m].append(c)
                 losses.append(self.server.head_step(batch.z, experiment.y[rows], batch.update))
