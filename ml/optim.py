@@ -7,6 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
+from .devices import as_tensor
+
 
 def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
     """``cls`` without the ``torch._dynamo`` wrappers of its methods: the same maths.
@@ -123,7 +125,7 @@ def load_optimizer_arrays(optimizer: torch.optim.Optimizer, arrays: dict[str, np
     for name, arr in arrays.items():
         pid, key = name.split(".", 1)
         device = params[int(pid)].device if key != "step" else "cpu"
-        state.setdefault(int(pid), {})[key] = torch.from_numpy(np.array(arr)).to(device)
+        state.setdefault(int(pid), {})[key] = as_tensor(arr, device)
     optimizer.load_state_dict(
         {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
     )
