@@ -27,9 +27,11 @@ def steps(recorder: Recorder, direction: str) -> list[tuple[int, dict]]:
 
 
 def rows(out) -> list[dict]:
+    """history.csv without the bytes on the wire and the time (the uploaded embedding floats,
+    ``analytic_mb``, stay: an idle party uploaded none)."""
     with open(out / "history.csv", newline="") as f:
         return [
-            {k: v for k, v in row.items() if "mb" not in k and k != "wall_s"}
+            {k: v for k, v in row.items() if k not in ("mb", "training_mb", "wall_s")}
             for row in csv.DictReader(f)
         ]
 
