@@ -10,16 +10,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from vflfs.datasets.scaling import SCALINGS
-
 from .settings import ConfigError, RunSettings
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-
-
-# vflfs-run's engines: ``local`` (the ServerApp logic and the real ClientApp over an in-process
-# grid) and ``simulation`` (``flwr run`` on a SuperLink of its own, parties in Ray actors).
-ENGINES = ("local", "simulation")
 
 
 def compose_config(overrides: str | list[str] = "") -> DictConfig:
@@ -77,20 +70,4 @@ def check_config(cfg: DictConfig) -> RunSettings:
             f"these config values must be set: {', '.join(missing)} "
             f"(e.g. {missing[0]}=... on the command line)"
         )
-    engine = str(cfg.get("engine", "local"))
-    if engine not in ENGINES:
-        raise ConfigError(f"engine must be 'local' or 'simulation', got {engine!r}")
-    settings = RunSettings.from_cfg(cfg)
-    scaling = cfg.get("scaling", "auto")
-    if scaling not in SCALINGS:
-        raise ConfigError(f"scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
-    for key in ("rerun", "resume"):
-        if not isinstance(cfg.get(key, False), bool):
-            raise ConfigError(f"{key} must be true or false, got {cfg.get(key)!r}")
-    every = cfg.get("checkpoint_every_s", 0)
-    if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
-        raise ConfigError(
-            f"checkpoint_every_s must be a number of seconds >= 0, got {every!r}; fix: e.g. "
-            "checkpoint_every_s=10, or 0 for a checkpoint at every epoch boundary"
-        )
-    return settings
+    return RunSettings.from_cfg(cfg)

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
+from vflfs.datasets.scaling import SCALINGS
+
 T = TypeVar("T")
 
 
@@ -260,16 +262,49 @@ class SimulationSettings(Section):
         self.at_least(client_cpus=1, client_gpus=0)
 
 
+# vflfs-run's engines: ``local`` (the ServerApp logic and the real ClientApp over an in-process
+# grid) and ``simulation`` (``flwr run`` on a SuperLink of its own, parties in Ray actors).
+ENGINES = ("local", "simulation")
+
+
 @dataclass(frozen=True)
 class TopLevelSettings(Section):
-    """The config's top-level values that every run reads."""
+    """The config's top-level values that every run reads: its seed, its engine, how its
+    columns are scaled, and what happens to its output folder (``rerun``, ``resume``,
+    ``checkpoint_every_s``)."""
 
     section = ""  # the config's top level
 
     seed: int  # seeds the splits, the models and the parties' noise
+    engine: str = "local"
+    scaling: str = "auto"
+    rerun: bool = False  # run again where the output folder holds a run
+    resume: bool = False  # continue the unfinished run from its checkpoint
+    checkpoint_every_s: float = 0.0  # seconds between checkpoints (0: every epoch boundary)
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> TopLevelSettings:
+        # Strictly true or false: OmegaConf would read the string "no" as false, where the
+        # code that reads the config as given would take it for true.
+        for key in ("rerun", "resume"):
+            if not isinstance(cfg.get(key, False), bool):
+                raise ConfigError(
+                    f"{key} must be true or false, got {cfg.get(key)!r}; fix: {key}=true"
+                )
+        every = cfg.get("checkpoint_every_s", 0)
+        if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
+            raise ConfigError(
+                f"checkpoint_every_s must be a number of seconds >= 0, got {every!r}; fix: "
+                "e.g. checkpoint_every_s=10, or 0 for a checkpoint at every epoch boundary"
+            )
+        return super().from_cfg(cfg)
 
     def __post_init__(self) -> None:
         self.at_least(seed=0)
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be 'local' or 'simulation', got {self.engine!r}")
+        if self.scaling not in SCALINGS:
+            raise ConfigError(f"scaling must be one of {', '.join(SCALINGS)}, got {self.scaling!r}")
 
 
 @dataclass(frozen=True)
@@ -285,7 +320,7 @@ class RunSettings:
     alignment: AlignmentSettings
     deployment: DeploymentSettings
     simulation: SimulationSettings
-    seed: int
+    top: TopLevelSettings  # seed, engine, scaling, rerun, resume, checkpoint_every_s
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> RunSettings:
@@ -298,5 +333,9 @@ class RunSettings:
             alignment=AlignmentSettings.from_cfg(cfg),
             deployment=DeploymentSettings.from_cfg(cfg),
             simulation=SimulationSettings.from_cfg(cfg),
-            seed=TopLevelSettings.from_cfg(cfg).seed,
+            top=TopLevelSettings.from_cfg(cfg),
         )
+
+    @property
+    def seed(self) -> int:
+        return self.top.seed

@@ -214,7 +214,7 @@ class Experiment:
 
     def _data_spec(self, m: int) -> dict:
         noise = {"ratio": self.noise[m], "seed": self.seed * 1000 + 500 + m}
-        scaling = str(self.cfg.get("scaling", "auto"))
+        scaling = self.settings.top.scaling
         if self.labels is not None:
             if self.party_rows is None:
                 raise ValueError(f"align the samples ({ALIGN.name}) before setting parties up")

@@ -51,6 +51,7 @@ from vflfs.federation.payload import decode_error
 from vflfs.protocol import RESUME, STEP, ResumeRequest
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
+from vflfs.runtime.settings import TopLevelSettings
 from vflfs.server_app.experiment import Experiment
 
 from .interactive import make_layer
@@ -116,7 +117,7 @@ class Checkpoints:
         self._pending: tuple[int, bytes] | None = None
         self._waiting: set[int] = set()
         self._asked = False  # whether the parties were asked to save for the pending one
-        self.every_s = float(cfg.get("checkpoint_every_s") or 0.0)
+        self.every_s = TopLevelSettings.from_cfg(cfg).checkpoint_every_s
         self._last = time.monotonic()  # the run's start, then its last checkpoint
         federation.observers.append(self._observe)
 
@@ -266,18 +267,19 @@ def open_checkpoints(
     A checkpoint left by an unfinished run is never silently replaced: without ``resume=true``
     or ``rerun=true`` the run is refused with a message naming both.
     """
+    top = TopLevelSettings.from_cfg(cfg)
     reason = unsupported(strategy)
     path = Path(out_dir) / CHECKPOINT
     if reason is not None:
-        if cfg.get("resume"):
+        if top.resume:
             log.warning("resume=true, but this run cannot resume: %s", reason)
         return None
     checkpoints = Checkpoints(out_dir, cfg, federation)
     if not path.exists():
-        if cfg.get("resume"):
+        if top.resume:
             log.info("resume=true: no checkpoint in %s, starting from the beginning", out_dir)
         return checkpoints
-    if cfg.get("rerun") and not cfg.get("resume"):
+    if top.rerun and not top.resume:
         path.unlink()
         return checkpoints
     saved = _load(path)
@@ -289,7 +291,7 @@ def open_checkpoints(
             f"epoch {saved['loop'].epoch}; {', '.join(changed[:5])} differ); fix: rerun=true "
             "to replace it, or choose another output folder"
         )
-    if not cfg.get("resume"):
+    if not top.resume:
         raise OutputFolderError(
             f"{out_dir} holds an unfinished run of this configuration, checkpointed after epoch "
             f"{saved['loop'].epoch}; fix: resume=true to continue it, or rerun=true to start "

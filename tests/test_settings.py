@@ -147,3 +147,26 @@ def test_the_run_settings_are_built_once_and_shared():
         DeploymentSettings(poll_interval=0.05, superlink_timeout=None)
     )
     assert make_strategy(cfg, settings).training is settings.training
+
+
+def test_the_top_level_values_are_typed_with_the_run_settings():
+    """Seed, engine, scaling and the output folder's options are one typed section: a wrong
+    value is refused before any data is loaded, naming the key and the fix."""
+    settings = check_config(compose_config("seed=3 checkpoint_every_s=5 resume=true"))
+    assert settings.seed == 3 and settings.top.checkpoint_every_s == 5.0
+    assert (settings.top.engine, settings.top.scaling, settings.top.rerun) == (
+        "local",
+        "auto",
+        False,
+    )
+    assert settings.top.resume is True
+    for overrides, named in [
+        ("rerun=no", r"rerun must be true or false, got 'no'; fix: rerun=true"),
+        ("resume=1", r"resume must be true or false, got 1"),
+        ("checkpoint_every_s=-1", r"checkpoint_every_s must be a number of seconds >= 0"),
+        ("checkpoint_every_s=true", r"checkpoint_every_s must be a number of seconds"),
+        ("engine=ray", r"engine must be 'local' or 'simulation', got 'ray'"),
+        ("seed=-1", r"seed must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError, match=named):
+            check_config(compose_config(overrides))
