@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -213,7 +212,7 @@ def summarize(
         },
         "samples": {k: int(len(getattr(experiment.splits, k))) for k in ("train", "val", "test")},
         **_alignment(experiment),
-        "parties": [asdict(p) for p in result.parties],
+        "parties": [p.as_dict() for p in result.parties],
         "importance": result.importance,
         "extra": {k: v for k, v in result.extra.items() if k not in ("server_device", "path")},
         "step_losses": result.step_losses,

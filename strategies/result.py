@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -31,6 +31,16 @@ class PartyReport:
         if current or self.selected_at_best is None:
             return self.selected
         return self.selected_at_best
+
+    def as_dict(self) -> dict:
+        """The party's entry in ``results.json``: ``selected`` is the reported model's
+        selection (:meth:`chosen`), ``selected_last`` the features the party held when the run
+        ended (a later training, e.g. the plain model on every feature that a choice weighs,
+        may have held others)."""
+        out = asdict(self)
+        del out["selected_at_best"]
+        out["selected"], out["selected_last"] = self.chosen(), list(self.selected)
+        return out
 
     def selected_original(self, current: bool = False) -> list[int]:
         """Kept real features as original dataset column indices."""

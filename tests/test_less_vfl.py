@@ -198,6 +198,11 @@ def test_the_count_of_every_feature_is_also_trained_as_the_vfl_run(tmp_path):
     assert plain["plain"] and plain["k"] == 18 and plain["per_party"] == [6, 6, 6]
     assert plain["epochs"][0] == choice["refit"]["epochs"][1]  # after the second training
     assert not any(c["plain"] for c in choice["tried"])
+    # results.json gives each party the reported model's features; the plain model, trained
+    # last, held every feature when the run ended
+    parties = run["parties"]
+    assert sum(len(p["selected"]) for p in parties) == run["selection"]["selected_features"] < 18
+    assert [len(p["selected_last"]) for p in parties] == [6, 6, 6]
     first, stop = plain["epochs"]
     assert stop - first == vfl["epochs_run"] == 12
 
