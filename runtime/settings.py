@@ -4,8 +4,9 @@
 structured merge: a value of the wrong type or a misspelt key is a :class:`ConfigError` naming
 ``<section>.<key>``, and each dataclass's ``__post_init__`` checks its values' ranges. The
 run-wide sections here (``training``, ``samples``, ``cv``, ``federation``, ``split``,
-``alignment``, ``deployment``, ``simulation``) and the top-level ``seed`` take their defaults
-from ``conf/config.yaml`` and ``conf/split/``, the one place they are written; the dataclasses
+``alignment``, ``deployment``, ``simulation``) and the top-level values (``seed``, ``engine``,
+``scaling``, ``rerun``, ``resume``, ``checkpoint_every_s``) take their defaults from
+``conf/config.yaml`` and ``conf/split/``, the one place they are written; the dataclasses
 type them and hold their rules. :class:`RunSettings` is all of them, typed once per run
 (:func:`~vflfs.runtime.config.check_config`, before any data is loaded) and shared by the
 run's experiment, strategy, alignment, federation and engine. The strategies' own sections are
@@ -275,6 +276,8 @@ class TopLevelSettings(Section):
 
     section = ""  # the config's top level
 
+    # conf/config.yaml sets each; a default here reads a config written before its key
+    # existed (a checkpoint at every boundary is the safe reading of a missing interval)
     seed: int  # seeds the splits, the models and the parties' noise
     engine: str = "local"
     scaling: str = "auto"
@@ -302,9 +305,14 @@ class TopLevelSettings(Section):
     def __post_init__(self) -> None:
         self.at_least(seed=0)
         if self.engine not in ENGINES:
-            raise ConfigError(f"engine must be 'local' or 'simulation', got {self.engine!r}")
+            raise ConfigError(
+                f"engine must be 'local' or 'simulation', got {self.engine!r}; fix: engine=local"
+            )
         if self.scaling not in SCALINGS:
-            raise ConfigError(f"scaling must be one of {', '.join(SCALINGS)}, got {self.scaling!r}")
+            raise ConfigError(
+                f"scaling must be one of {', '.join(SCALINGS)}, got {self.scaling!r}; fix: "
+                "scaling=auto"
+            )
 
 
 @dataclass(frozen=True)
