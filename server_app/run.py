@@ -81,7 +81,7 @@ def run_experiment(
     experiment, strategy = prepare(cfg, out_dir, settings)
     try:
         federation = make_federation(grid, experiment, observers)
-        checkpoints = open_checkpoints(out_dir, cfg, strategy, federation)
+        checkpoints = open_checkpoints(out_dir, cfg, strategy, federation, experiment.settings.top)
         files.write_config(out_dir, cfg)
         log.info(
             "vflfs: %s on %s, %d parties -> %s",

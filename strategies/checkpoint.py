@@ -105,7 +105,9 @@ def unsupported(strategy: Strategy) -> str | None:
 class Checkpoints:
     """The checkpoints of one run in its output folder."""
 
-    def __init__(self, out_dir: Path, cfg: DictConfig, federation: Federation) -> None:
+    def __init__(
+        self, out_dir: Path, cfg: DictConfig, federation: Federation, every_s: float
+    ) -> None:
         self.path = Path(out_dir) / CHECKPOINT
         self.cfg = cfg
         self.federation = federation
@@ -117,7 +119,7 @@ class Checkpoints:
         self._pending: tuple[int, bytes] | None = None
         self._waiting: set[int] = set()
         self._asked = False  # whether the parties were asked to save for the pending one
-        self.every_s = TopLevelSettings.from_cfg(cfg).checkpoint_every_s
+        self.every_s = every_s  # checkpoint_every_s
         self._last = time.monotonic()  # the run's start, then its last checkpoint
         federation.observers.append(self._observe)
 
@@ -259,22 +261,26 @@ def _server_model(strategy: Strategy, experiment: Experiment, saved: dict):
 
 
 def open_checkpoints(
-    out_dir: Path, cfg: DictConfig, strategy: Strategy, federation: Federation
+    out_dir: Path,
+    cfg: DictConfig,
+    strategy: Strategy,
+    federation: Federation,
+    top: TopLevelSettings,
 ) -> Checkpoints | None:
     """The run's checkpoints, loaded when ``resume=true`` finds one; None when the strategy
     cannot resume.
 
     A checkpoint left by an unfinished run is never silently replaced: without ``resume=true``
-    or ``rerun=true`` the run is refused with a message naming both.
+    or ``rerun=true`` the run is refused with a message naming both. ``top``: the run's
+    top-level settings (``resume``, ``rerun``, ``checkpoint_every_s``).
     """
-    top = TopLevelSettings.from_cfg(cfg)
     reason = unsupported(strategy)
     path = Path(out_dir) / CHECKPOINT
     if reason is not None:
         if top.resume:
             log.warning("resume=true, but this run cannot resume: %s", reason)
         return None
-    checkpoints = Checkpoints(out_dir, cfg, federation)
+    checkpoints = Checkpoints(out_dir, cfg, federation, top.checkpoint_every_s)
     if not path.exists():
         if top.resume:
             log.info("resume=true: no checkpoint in %s, starting from the beginning", out_dir)
