@@ -15,7 +15,8 @@ in :mod:`vflfs.strategies.settings`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -128,6 +129,22 @@ def schema(cls: type) -> DictConfig:
     return node
 
 
+# training.batch_size=auto: batches of AUTO_BATCH rows, unless that leaves an epoch fewer than
+# AUTO_MIN_STEPS optimiser steps; then the batch that gives it that many, of at least
+# AUTO_MIN_BATCH rows. On a few hundred rows one or two steps an epoch leave the path's points
+# and the lasso's proximal steps too few updates (docs/selection_limits.md).
+AUTO = "auto"
+AUTO_BATCH, AUTO_MIN_STEPS, AUTO_MIN_BATCH = 128, 8, 16
+
+
+def auto_batch_size(rows: int) -> int:
+    """The ``auto`` batch size for ``rows`` training rows: 128 from 897 rows up (8 steps an
+    epoch or more), ceil(rows / 8) below, never under 16 (e.g. 16 for 128 rows, 63 for 500)."""
+    if math.ceil(rows / AUTO_BATCH) >= AUTO_MIN_STEPS:
+        return AUTO_BATCH
+    return max(AUTO_MIN_BATCH, math.ceil(rows / AUTO_MIN_STEPS))
+
+
 @dataclass(frozen=True)
 class TrainingSettings(Section):
     """``training``: the split-learning step protocol's settings (spec section 3)."""
@@ -135,7 +152,7 @@ class TrainingSettings(Section):
     section = "training"
 
     epochs: int
-    batch_size: int
+    batch_size: int | str  # rows per batch, or "auto" (:func:`auto_batch_size`)
     optimizer: str  # the weights' optimiser, on the parties and the server
     lr: float
     local_steps: int  # K batches per round (FedBCD; 1: the exact protocol)
@@ -145,15 +162,31 @@ class TrainingSettings(Section):
     eval_chunk: int  # rows per evaluation chunk on the parties
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch_size, str):
+            size = self.batch_size.strip().lower()
+            if size != AUTO and not size.isdigit():
+                name = self.key("batch_size")
+                raise ConfigError(
+                    f"{name} must be a number of rows or auto, got {self.batch_size!r}; "
+                    f"fix: {name}=auto or {name}=<rows>"
+                )
+            object.__setattr__(self, "batch_size", AUTO if size == AUTO else int(size))
+        if self.batch_size != AUTO:
+            self.at_least(batch_size=1)
         self.at_least(
             epochs=1,
-            batch_size=1,
             local_steps=1,
             patience=1,
             patience_steps=0,
             eval_chunk=1,
         )
         self.above("lr")
+
+    def for_rows(self, rows: int) -> TrainingSettings:
+        """These settings for ``rows`` training rows: an ``auto`` batch size resolved."""
+        if self.batch_size != AUTO:
+            return self
+        return replace(self, batch_size=auto_batch_size(rows))
 
     @property
     def optimizer_spec(self) -> dict:

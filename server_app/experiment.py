@@ -60,7 +60,9 @@ class Experiment:
 
     @property
     def training(self) -> TrainingSettings:
-        return self.settings.training
+        """The ``training`` section for this run's training rows (an ``auto`` batch size
+        resolved on them)."""
+        return self.settings.training.for_rows(len(self.splits.train))
 
     @property
     def samples(self) -> SampleSettings:

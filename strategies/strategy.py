@@ -8,13 +8,14 @@ model and labels to itself.
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from omegaconf import DictConfig
 
 from vflfs.federation import Federation
-from vflfs.runtime.settings import RunSettings
+from vflfs.runtime.settings import AUTO, RunSettings
 from vflfs.server_app.experiment import Experiment
 
 from .result import RunResult
@@ -50,6 +51,19 @@ class Strategy(ABC):
     ) -> None:
         """Train, appending one history row per epoch to ``result``."""
 
+    def record_batch_size(self, experiment: Experiment, result: RunResult) -> None:
+        """Record the batch size the run trains with (``auto`` resolved on its rows)."""
+        size = experiment.training.batch_size
+        result.extra["batch_size"] = size
+        if self.run_settings.training.batch_size == AUTO:
+            rows = len(experiment.splits.train)
+            log.info(
+                "batch size auto: %d rows, %d steps an epoch of %d training rows",
+                size,
+                math.ceil(rows / size),
+                rows,
+            )
+
     def finish(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """After training (the ``summary`` phase): collect what the report shows. None here."""
         return None
@@ -75,6 +89,7 @@ class Strategy(ABC):
         """Run the strategy to the end and return its result."""
         with federation.traffic.in_phase("setup"):
             result = self.configure(federation, experiment)
+        self.record_batch_size(experiment, result)
         self.fit(federation, experiment, result, on_epoch)
         with federation.traffic.in_phase("summary"):
             self.finish(federation, experiment, result)

@@ -83,6 +83,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         return experiment.party_spec(m)
 
     def configure(self, federation: Federation, experiment: Experiment) -> RunResult:
+        self.training = experiment.training  # an ``auto`` batch size resolved on its rows
         replies = self.setup_parties(federation, experiment)
         result = RunResult(strategy=self.name, metric=experiment.task.metric_name)
         for m in range(experiment.num_parties):

@@ -108,3 +108,13 @@ def test_a_blown_up_run_lowers_k_and_says_so(tmp_path):
     assert any("training.local_steps=100 did not keep" in w for w in result["warnings"])
     # The rounds follow the lowered K: more than one round-trip per epoch after it.
     assert result["communication"]["phases"]["training"]["round_trips"] > 4 + 1
+
+
+def test_an_auto_batch_trains_a_small_table_in_eight_steps_an_epoch(tmp_path):
+    """200 rows leave 128 for training: batches of 16, 8 optimiser steps an epoch (one at the
+    fixed batch of 128), recorded in results.json."""
+    small = "dataset.params.n_samples=200 dataset.params.n_features=20 training.epochs=2"
+    auto = run_local(tiny_config(f"{small} training.batch_size=auto"), tmp_path / "auto")
+    fixed = run_local(tiny_config(f"{small} training.batch_size=128"), tmp_path / "fixed")
+    assert (auto["extra"]["batch_size"], len(auto["step_losses"])) == (16, 16)
+    assert (fixed["extra"]["batch_size"], len(fixed["step_losses"])) == (128, 2)

@@ -9,7 +9,12 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from vflfs.runtime.config import ConfigError, check_config, compose_config
-from vflfs.runtime.settings import DeploymentSettings, RunSettings, TrainingSettings
+from vflfs.runtime.settings import (
+    DeploymentSettings,
+    RunSettings,
+    TrainingSettings,
+    auto_batch_size,
+)
 from vflfs.strategies import make_strategy
 from vflfs.strategies.path_choice import PathSettings
 from vflfs.strategies.settings import GateSettings, SecureConfig
@@ -167,6 +172,28 @@ def test_the_top_level_values_are_typed_with_the_run_settings():
         ("checkpoint_every_s=true", r"checkpoint_every_s must be a number of seconds"),
         ("engine=ray", r"engine must be 'local' or 'simulation', got 'ray'"),
         ("seed=-1", r"seed must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError, match=named):
+            check_config(compose_config(overrides))
+
+
+def test_an_auto_batch_gives_an_epoch_of_few_rows_several_steps():
+    """``training.batch_size=auto`` (the default): 128 rows where that makes 8 steps an epoch
+    or more, else the batch of 8 steps, at least 16 rows; a number is kept as it is."""
+    rows = [10, 100, 128, 500, 896, 897, 5000]
+    assert [auto_batch_size(n) for n in rows] == [16, 16, 16, 63, 112, 128, 128]
+    auto = check_config(compose_config()).training
+    assert auto.batch_size == "auto" and auto.for_rows(500).batch_size == 63
+    fixed = check_config(compose_config("training.batch_size=64")).training
+    assert fixed.batch_size == 64 and fixed.for_rows(100) is fixed
+    assert check_config(compose_config("training.batch_size='32'")).training.batch_size == 32
+    for overrides, named in [
+        (
+            "training.batch_size=big",
+            r"training\.batch_size must be a number of rows or auto, "
+            r"got 'big'; fix: training\.batch_size=auto or training\.batch_size=<rows>",
+        ),
+        ("training.batch_size=0", r"training\.batch_size must be >= 1, got 0"),
     ]:
         with pytest.raises(ConfigError, match=named):
             check_config(compose_config(overrides))
