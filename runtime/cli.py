@@ -27,6 +27,7 @@ from vflfs.federation import PartyError
 from .config import CONF_DIR, ConfigError, check_overrides, register_schemas
 from .output_folder import holds_same_run
 from .results import PARTY_STATE, RESULTS
+from .settings import TopLevelSettings
 from .simulation import RunFailed, simulate
 
 log = logging.getLogger("vflfs")
@@ -50,7 +51,7 @@ def run(cfg: DictConfig) -> float:
 def run_or_skip(cfg: DictConfig) -> float:
     """Run the job, or skip it when its folder already holds this configuration's results."""
     out_dir = job_output_dir(cfg)
-    if not cfg.get("rerun", False) and holds_same_run(out_dir, cfg):
+    if not TopLevelSettings.from_cfg(cfg).rerun and holds_same_run(out_dir, cfg):
         summary = json.loads((out_dir / RESULTS).read_text())
         log.info("skip: %s already holds a completed run (rerun=true to run again)", out_dir)
         return float(summary["test_metric"])
@@ -66,7 +67,7 @@ def run_job(cfg: DictConfig, out_dir: Path) -> dict:
     encoding, over an in-process :class:`~vflfs.federation.LocalGrid`. ``simulation``: the job
     under ``flwr run`` on a SuperLink of its own, parties as ClientApps in Ray actors.
     """
-    if str(cfg.get("engine", "local")) != "local":
+    if TopLevelSettings.from_cfg(cfg).engine != "local":
         return simulate(cfg, out_dir)  # checks the config (engine included) before starting
     from vflfs.client_app.app import app as client_app
     from vflfs.client_app.store import RUN_KEY

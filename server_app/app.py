@@ -35,6 +35,7 @@ from vflfs.datasets.paths import resolve_data_dir
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.runtime.output_folder import OutputFolderError, holds_same_run
 from vflfs.runtime.results import default_output_dir, write_error
+from vflfs.runtime.settings import TopLevelSettings
 
 from .interrupted import RunInterrupted, watch_exit, watch_superlink
 from .run import check_run, run_experiment
@@ -53,7 +54,7 @@ def main(grid: Grid, context: Context) -> None:
         cfg = load_config(context.run_config)
         out_dir = resolve_output_dir(named, cfg.get("output_dir"))
         check_server_paths(cfg)
-        if not cfg.get("rerun", False):
+        if not TopLevelSettings.from_cfg(cfg).rerun:
             holds_same_run(out_dir, cfg)  # refuses a completed run of another configuration
     except Exception as error:
         if out_dir is not None and not isinstance(error, OutputFolderError):

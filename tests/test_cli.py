@@ -137,6 +137,11 @@ def test_output_folder_of_another_configuration_is_refused(tag, tmp_path):
     assert "rerun=true" in text and "Traceback" not in text
     assert (out / "results.json").read_text() == before and not (out / "error.txt").exists()
 
+    # rerun is strictly true or false, checked before the folder is read or written
+    result, text = vflfs_run(tag, tmp_path, *common, "seed=1", "rerun=no")
+    assert result.returncode == 1 and "rerun must be true or false, got 'no'" in text
+    assert (out / "results.json").read_text() == before and not (out / "error.txt").exists()
+
     # A rerun that fails leaves no results behind that could be taken for its own.
     result, text = vflfs_run(
         tag, tmp_path, *common, "rerun=true", "split=sizes", "split.sizes=[10,10]"
