@@ -24,6 +24,7 @@ def test_every_job_gets_its_tuned_settings(dataset):
         )
         assert job.split.kind == "random" and job.split.num_parties == 2
         assert job.cv.folds == 5 and job.training.patience is None
+        assert job.training.batch_size == 128  # the paper's, not the default's auto
         tuned = table[strategy]  # every method has its settings for every dataset
         assert job.training.lr == tuned.lr and job.training.epochs == tuned.epochs
         if strategy in ("stg", "fedsdg_fs"):
