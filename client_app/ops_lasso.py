@@ -132,6 +132,7 @@ def local_select(session: Session, request: LocalSelectRequest) -> LocalSelectRe
         components=party.components.astype(np.int64),
         path_r2=[float(r["r2"]) for r in out["path"]],
         path_kept=[int(r["kept"]) for r in out["path"]],
+        path_lr=[float(r["lr"]) for r in out["path"]],
         scores=out["scores"],
     )
 

@@ -28,6 +28,10 @@ from torch import nn
 from .prox import ZERO, column_norms, group_lasso_prox_, nonzero_columns
 from .prox_sgd import STAGE_SEED, ProxSGD
 
+# A path point whose fit diverges (a non-finite loss) is fitted again from the last point's
+# model at DIVERGED_LR_FACTOR times the step, at most DIVERGED_RETRIES times.
+DIVERGED_RETRIES, DIVERGED_LR_FACTOR = 4, 0.1
+
 if TYPE_CHECKING:
     from .top import ServerModel
 
@@ -100,6 +104,11 @@ def prox_sgd(
     return losses
 
 
+def snapshot(model: nn.Module) -> dict:
+    """A copy of ``model``'s weights."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 def fit_embeddings_path(
     model: nn.Module,
     input_layer: nn.Linear,
@@ -116,7 +125,9 @@ def fit_embeddings_path(
     ``p.lam / 2^(points - 2)`` to ``2 * p.lam``, each point warm-started from the last with
     ``p.epochs / points`` epochs; with ``extend`` > 0 it goes on doubling, up to that many
     more points, until no column is left (so that every column's leaving point is known for
-    :func:`leave_scores`). The chosen point is the sparsest whose held-out R^2 of the
+    :func:`leave_scores`). A point whose fit diverges is fitted again from the last point's
+    model at a tenth of the step (kept for the later points; each record holds its ``lr``).
+    The chosen point is the sparsest whose held-out R^2 of the
     frozen embeddings is within ``tolerance`` of the best point's; the model returns to it.
     An empty selection is chosen only if no point reconstructs better than the mean (R^2
     <= 0). Returns the losses of every epoch and one record per point; each record holds the
@@ -132,21 +143,38 @@ def fit_embeddings_path(
     epochs = max(1, p.epochs // points)
     losses: list[float] = []
     records: list[dict] = []
-    states: list[dict] = []
+    states: list[dict] = [snapshot(model)]  # the pre-trained model, then each point's
+    lr = p.lr
     for j in range(points + extend):
         if j >= points and records[-1]["kept"] == 0:
             break
         lam = p.lam * 2.0 ** (j - points + 2)
-        step = ProxSGD(lam, p.lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
-        losses += fit_embeddings(model, input_layer, X[torch.as_tensor(fit)], targets[fit], step)
-        with torch.no_grad():
-            model.eval()
-            error = float(((model(X[held_t]) - targets[held_t]) ** 2).sum())
-            model.train()
+        for _ in range(DIVERGED_RETRIES + 1):
+            step = ProxSGD(lam, lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
+            fitted = fit_embeddings(model, input_layer, X[torch.as_tensor(fit)], targets[fit], step)
+            with torch.no_grad():
+                model.eval()
+                error = float(((model(X[held_t]) - targets[held_t]) ** 2).sum())
+                model.train()
+            if np.isfinite(fitted).all() and np.isfinite(error):
+                break
+            # Diverged (large embeddings make the step too long): this point again, from the
+            # last one's model, at a tenth of the step; the later points keep the smaller one.
+            model.load_state_dict(states[-1])
+            lr *= DIVERGED_LR_FACTOR
+        else:
+            raise FloatingPointError(
+                f"stage 3 diverged at every step size down to {lr / DIVERGED_LR_FACTOR:g}; "
+                "fix: a smaller strategy.party.lr"
+            )
+        losses += fitted
         norms = column_norms(input_layer.weight).cpu().numpy()
         kept = int(np.count_nonzero(norms > ZERO))
-        records.append({"lam": lam, "r2": 1.0 - error / total, "kept": kept, "norms": norms})
-        states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        records.append(
+            {"lam": lam, "lr": lr, "r2": 1.0 - error / total, "kept": kept, "norms": norms}
+        )
+        states.append(snapshot(model))
+    states = states[1:]
     best = max(r["r2"] for r in records)
     if best <= 0.0:
         with torch.no_grad():

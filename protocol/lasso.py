@@ -50,8 +50,8 @@ class LocalSelectRequest(Body):
 @dataclass(frozen=True)
 class LocalSelectReply(Body):
     """When stage 3 started and ended (wall clock), its first and last proxy loss, what the
-    party kept, per path point the fit's R^2 and the features kept, and each feature's
-    score."""
+    party kept, per path point the fit's R^2, the features kept and the SGD step, and each
+    feature's score."""
 
     started: float
     ended: float
@@ -61,6 +61,7 @@ class LocalSelectReply(Body):
     components: np.ndarray
     path_r2: list = field(default_factory=list)
     path_kept: list = field(default_factory=list)
+    path_lr: list = field(default_factory=list)  # each point's SGD step (smaller: it diverged)
     # One importance per feature of the party's full set (ml.embedding_selection.leave_scores):
     # the path point at which its input column leaves, ties broken by the column's norm there.
     scores: np.ndarray | None = None

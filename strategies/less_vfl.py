@@ -313,6 +313,7 @@ class LessVFL(CountChoice, VFL):
                     "features_kept": len(r.features),
                     "path_r2": np.asarray(r.path_r2).tolist(),
                     "path_kept": np.asarray(r.path_kept).tolist(),
+                    "path_lr": np.asarray(r.path_lr).tolist(),
                     "components": np.asarray(r.components).tolist(),
                     "scores": np.asarray(r.scores).tolist(),
                 }
@@ -320,3 +321,11 @@ class LessVFL(CountChoice, VFL):
             ],
         }
         result.extra["components_kept"] = [len(r.components) for _, r in sorted(replies.items())]
+        for m, r in sorted(replies.items()):
+            if len(r.path_lr) and min(r.path_lr) < p.lr:
+                log.warning(
+                    "party %d: stage 3 diverged at SGD step %g; its path went on at %g",
+                    m,
+                    p.lr,
+                    min(r.path_lr),
+                )
