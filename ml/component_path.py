@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .embedding_selection import prox_sgd
+from .embedding_selection import prox_sgd, snapshot
 from .metrics import paired_excess, prior_losses
 from .prox import nonzero_columns
 from .prox_sgd import ProxSGD
@@ -84,7 +84,7 @@ class ComponentPath:
                 "kept": [len(k) for k in kept],
             }
         )
-        self.states.append(({k: v.detach().clone() for k, v in model.state_dict().items()}, kept))
+        self.states.append((snapshot(model), kept))
 
     def select(
         self, growth: float, good: Good, learned: float, refine: int = 3

@@ -190,7 +190,7 @@ class Experiment:
     def eval_sets(self) -> dict[str, np.ndarray]:
         """Rows scored after every epoch: validation, test, and training rows if asked."""
         sets = {"val": self.splits.val, "test": self.splits.test}
-        if self.training.score_train:
+        if self.settings.training.score_train:
             sets["train"] = self.splits.train
         return sets
 
