@@ -19,6 +19,7 @@ tau = ``lam`` * ``prox_lr`` (the official code thresholds with lambda x the VFL 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -149,24 +150,10 @@ def fit_embeddings_path(
         if j >= points and records[-1]["kept"] == 0:
             break
         lam = p.lam * 2.0 ** (j - points + 2)
-        for _ in range(DIVERGED_RETRIES + 1):
-            step = ProxSGD(lam, lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
-            fitted = fit_embeddings(model, input_layer, X[torch.as_tensor(fit)], targets[fit], step)
-            with torch.no_grad():
-                model.eval()
-                error = float(((model(X[held_t]) - targets[held_t]) ** 2).sum())
-                model.train()
-            if np.isfinite(fitted).all() and np.isfinite(error):
-                break
-            # Diverged (large embeddings make the step too long): this point again, from the
-            # last one's model, at a tenth of the step; the later points keep the smaller one.
-            model.load_state_dict(states[-1])
-            lr *= DIVERGED_LR_FACTOR
-        else:
-            raise FloatingPointError(
-                f"stage 3 diverged at every step size down to {lr / DIVERGED_LR_FACTOR:g}; "
-                "fix: a smaller strategy.party.lr"
-            )
+        step = ProxSGD(lam, lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
+        fitted, error, lr = _fit_point(
+            model, input_layer, X, targets, step, fit, held_t, states[-1]
+        )
         losses += fitted
         norms = column_norms(input_layer.weight).cpu().numpy()
         kept = int(np.count_nonzero(norms > ZERO))
@@ -185,6 +172,39 @@ def fit_embeddings_path(
     records[chosen]["chosen"] = True
     model.load_state_dict(states[chosen])
     return losses, records
+
+
+def _fit_point(
+    model: nn.Module,
+    input_layer: nn.Linear,
+    X: torch.Tensor,
+    targets: torch.Tensor,
+    step: ProxSGD,
+    fit: np.ndarray,
+    held: torch.Tensor,
+    last: dict,
+) -> tuple[list[float], float, float]:
+    """One path point: ``step`` on the ``fit`` rows, then the squared error on the ``held``
+    rows; returns the epochs' losses, that error and the step size used. A fit that diverges
+    (large embeddings make the step too long) is done again from the last point's model
+    (``last``) at a tenth of the step, at most :data:`DIVERGED_RETRIES` times."""
+    lr = step.lr
+    for _ in range(DIVERGED_RETRIES + 1):
+        fitted = fit_embeddings(
+            model, input_layer, X[torch.as_tensor(fit)], targets[fit], replace(step, lr=lr)
+        )
+        with torch.no_grad():
+            model.eval()
+            error = float(((model(X[held]) - targets[held]) ** 2).sum())
+            model.train()
+        if np.isfinite(fitted).all() and np.isfinite(error):
+            return fitted, error, lr
+        model.load_state_dict(last)
+        lr *= DIVERGED_LR_FACTOR
+    raise FloatingPointError(
+        f"stage 3 diverged at every step size down to {lr / DIVERGED_LR_FACTOR:g}; "
+        "fix: a smaller strategy.party.lr"
+    )
 
 
 def leave_scores(norms: list[np.ndarray]) -> np.ndarray:
