@@ -42,6 +42,7 @@ class PathSettings:
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
     refit_probes: int = 3  # then refit this many selections of the ranking between them
     denser_probes: int = 2  # then refit up to this many of twice the winner's top features
+    floor_probes: int = 1  # then this many below a last point that fell to none (floor_probe)
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     add_back: int = 2  # then refit up to this many winners plus the features their score test adds
     screen_alpha: float = 0.05  # ... the test's level, over the features tested (Bonferroni)
@@ -93,6 +94,7 @@ class PathPoint:
     mb: float
     top_k: int | None = None  # not a trained point: the path ranking's top features
     denser: bool = False  # a probe of twice the winner's features (:func:`denser_probe`)
+    floor: bool = False  # a probe below the path's last point (:func:`floor_probe`)
     ranking: str = "path"  # a probe's ranking: the path's, the winning dense refit's, or
     # "screen": a winner plus the features its score test added (:mod:`.path_screen`);
     # "penalised": not a refit but the path's own model at the point (:func:`penalised_models`)
@@ -117,7 +119,7 @@ class PathPoint:
     def row(self) -> dict:
         """The point's row in ``results.json``'s ``path`` (trained points: no probe fields)."""
         out = asdict(self)
-        del out["top_k"], out["denser"], out["ranking"], out["parent"]
+        del out["top_k"], out["denser"], out["floor"], out["ranking"], out["parent"]
         out["per_party"] = [
             len(f) if c else 0 for f, c in zip(self.selected, self.components, strict=True)
         ]
@@ -358,6 +360,32 @@ def next_probe(
     if not lost and far:
         return _between(max(far), a, tried)
     return None
+
+
+# A path that falls to none from at least this many features in one step has left the range
+# below them untried (:func:`floor_probe`).
+FLOOR_FROM = 8
+
+
+def floor_probe(kept: list[int], path_kept: list[int]) -> int | None:
+    """The geometric middle between one feature and the path's last point that kept any,
+    where the path fell from it (``FLOOR_FROM`` features or more) to none in one step and no
+    model compared so far (``kept``) keeps as few features; else None.
+
+    Group lasso's path ends that way on most data: the columns' weights, stepped by Adam, have
+    about the same norms, and the prox removes them together (in 113 of 133 recorded folds
+    the last point that kept anything kept 8-1866 columns). Where a denser model wins the
+    choice, :func:`next_probe` bisects between it and that point and never below it, though
+    on a few hundred rows a model of a few columns can beat every denser one: on a regression
+    of 256 training rows two folds reported 202 and 300 columns at R^2 -0.27 and 0.20, where
+    the folds whose probes went below reached 2-3 columns at 0.31-0.43.
+    """
+    if len(path_kept) < 2 or path_kept[-1] != 0:
+        return None
+    last = next((k for k in reversed(path_kept) if k > 0), 0)
+    if last < FLOOR_FROM or any(0 < k <= last for k in kept):
+        return None
+    return round(math.sqrt(last))
 
 
 def denser_probe(kept: list[int], win: int) -> int | None:

@@ -16,6 +16,7 @@ from .path_choice import (
     PathSettings,
     choose_refit,
     denser_probe,
+    floor_probe,
     next_probe,
     penalised_models,
 )
@@ -165,7 +166,8 @@ class PathProgress:
     def add_probe(self, settings: PathSettings) -> bool:
         """Add the next top-k set of the ranking to refit (:func:`next_probe`, within
         ``path.refit_probes``; once those are done :func:`denser_probe`, within
-        ``path.denser_probes``) and the feature budget; False when there is none.
+        ``path.denser_probes``, then :func:`floor_probe`, within ``path.floor_probes``) and
+        the feature budget; False when there is none.
 
         The ranking is the path's, or the dense refit's once it has won where the path
         failed (:meth:`path_ranking_failed`); each ranking has its own probes."""
@@ -182,8 +184,14 @@ class PathProgress:
         )
         ranking = "dense" if by_dense else "path"
         probes = [p for p in refits.pool if p.top_k is not None and p.ranking == ranking]
-        denser = sum(p.denser for p in probes)
-        if len(probes) - denser >= settings.refit_probes and denser >= settings.denser_probes:
+        denser, floor = sum(p.denser for p in probes), sum(p.floor for p in probes)
+        floors = 0 if by_dense else settings.floor_probes  # below the path's own last point
+        between = len(probes) - denser - floor
+        if (
+            between >= settings.refit_probes
+            and denser >= settings.denser_probes
+            and floor >= floors
+        ):
             return False
         if by_dense:  # from the dense refit's count down toward one feature, by halving
             scores = refits.scores
@@ -194,19 +202,21 @@ class PathProgress:
             path_kept = [p.kept for p in self.points]
             # the dense refit keeps every feature; the ranking holds those the path ever kept
             kept = [min(p.kept, max(path_kept)) for p, _ in refits.scores]
-        k, up = None, False
-        if len(probes) - denser < settings.refit_probes:
+        k, kind = None, ""
+        if between < settings.refit_probes:
             k = next_probe(kept, win, path_kept, [] if by_dense else self.shrunk(settings))
         if k is None and denser < settings.denser_probes:
-            k, up = denser_probe(kept, win), True
+            k, kind = denser_probe(kept, win), "denser"
+        if k is None and floor < floors:
+            k, kind = floor_probe(kept, path_kept), "floor"
         budget = settings.max_features
         if k is None or (budget is not None and k > budget):
             return False
         if by_dense:
             assert dense is not None  # by_dense holds only once the dense refit is trained
-            probe = self.dense_probe(dense, k, up)
+            probe = self.dense_probe(dense, k, kind == "denser")
         else:
-            probe = self.path_probe(k, up)
+            probe = replace(self.path_probe(k, kind == "denser"), floor=kind == "floor")
         refits.pool.append(probe)
         refits.keeps.append(probe.selected)
         return True
@@ -322,7 +332,13 @@ class PathProgress:
             adjusted_minimum(model.pvalues),
         )
         probe = replace(
-            point, selected=selected, top_k=kept, denser=False, ranking="screen", parent=win
+            point,
+            selected=selected,
+            top_k=kept,
+            denser=False,
+            floor=False,
+            ranking="screen",
+            parent=win,
         )
         refits.pool.append(probe)
         refits.keeps.append(selected)

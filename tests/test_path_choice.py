@@ -13,6 +13,7 @@ from vflfs.strategies.path_choice import (
     candidates,
     choose_refit,
     denser_probe,
+    floor_probe,
     next_probe,
     penalised_models,
 )
@@ -197,6 +198,40 @@ def test_a_denser_probe_doubles_a_winner_with_no_refit_model_up_to_twice_its_siz
     assert denser_probe([500, 5, 3, 10], 1) is None  # 10 lost to 5: done
     assert denser_probe([500, 5], 0) is None  # the dense model won
     assert denser_probe([30, 16], 1) is None  # twice 16 is the dense model's size or more
+
+
+def test_a_floor_probe_goes_below_a_last_point_that_fell_to_none():
+    """Halfway (geometrically) from one feature to the path's last point that kept any, where
+    the path fell from it to none in one step and nothing compared keeps as few."""
+    path = [300, 300, 289, 202, 101, 0]
+    assert floor_probe([300, 202, 143, 120], path) == 10  # sqrt(101)
+    assert floor_probe([300, 202, 101], path) is None  # that point was refit
+    assert floor_probe([300, 202, 3], path) is None  # a sparser model was compared
+    assert floor_probe([300, 202], [300, 202, 101, 50]) is None  # the path did not empty
+    assert floor_probe([300, 202], [300, 202, 7, 0]) is None  # it fell from fewer than 8
+
+
+@pytest.mark.parametrize("floors", [0, 1])
+def test_the_floor_probe_comes_after_the_others_with_a_budget_of_its_own(floors):
+    from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+
+    points = [point(0, 0.7, [6, 6]), point(1, 0.8, [5, 5]), point(2, 0.6, [5, 4])]
+    points.append(point(3, 0.5, [0, 0]))
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(6), np.ones(6)])
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    scores = [(points[0], 0.7), (points[1], 0.8)]  # the point of 10 features won
+    progress.refits = Refits([points[1]], [[]], [model, model], scores)
+    progress.slack = 0.01
+    settings = PathSettings(refit_probes=0, denser_probes=0, floor_probes=floors)
+    assert progress.add_probe(settings) is bool(floors)
+    if floors:
+        probe = progress.refits.pool[-1]
+        assert (probe.top_k, probe.floor, probe.denser) == (3, True, False)  # sqrt(9)
+        progress.refits.models.append(model)
+        progress.refits.scores.append((probe, 0.9))
+        assert not progress.add_probe(settings)  # its budget is spent
 
 
 def test_the_ranking_orders_by_last_point_kept_then_importance():
