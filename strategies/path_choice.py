@@ -65,6 +65,12 @@ class PathSettings:
                 f"strategy.path.screen_alpha must be in (0, 1] and strategy.path.add_back >= 0, "
                 f"got {settings.screen_alpha} and {settings.add_back}"
             )
+        for key in ("refit_probes", "denser_probes", "floor_probes"):
+            if getattr(settings, key) < 0:
+                raise ValueError(
+                    f"strategy.path.{key} must be >= 0 (0: no such probes), "
+                    f"got {getattr(settings, key)}"
+                )
         if settings.refit_candidates < 1 or settings.candidate_slack < 1:
             raise ValueError(
                 f"strategy.path.refit_candidates and strategy.path.candidate_slack must be >= 1, "

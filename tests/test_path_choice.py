@@ -234,6 +234,13 @@ def test_the_floor_probe_comes_after_the_others_with_a_budget_of_its_own(floors)
         assert not progress.add_probe(settings)  # its budget is spent
 
 
+@pytest.mark.parametrize("key", ["refit_probes", "denser_probes", "floor_probes"])
+def test_a_negative_probe_budget_is_refused_by_name(key):
+    with pytest.raises(ValueError, match=f"{key} must be >= 0"):
+        PathSettings.from_cfg({key: -1})
+    assert getattr(PathSettings.from_cfg({key: 0}), key) == 0
+
+
 def test_the_ranking_orders_by_last_point_kept_then_importance():
     ranking = Ranking()
     ranking.update(0, [[0, 1, 2], [0, 1]], [[0], [0]], [[1, 1, 1], [1, 1]])
