@@ -140,11 +140,14 @@ def fit_embeddings_path(
     order = np.random.default_rng(p.seed + STAGE_SEED).permutation(len(X))
     held, fit = order[: len(X) // 5], order[len(X) // 5 :]
     held_t = torch.as_tensor(held, device=X.device)
-    total = float(((targets[held_t] - targets[held_t].mean(0)) ** 2).sum()) or 1.0
+    X_held, y_held = X[held_t], targets[held_t]
+    total = float(((y_held - y_held.mean(0)) ** 2).sum()) or 1.0
     epochs = max(1, p.epochs // points)
     losses: list[float] = []
     records: list[dict] = []
-    states: list[dict] = [snapshot(model)]  # the pre-trained model, then each point's
+    states: list[dict] = []  # each point's model
+    last = snapshot(model)  # the model the next point starts from
+    X_fit, y_fit = X[torch.as_tensor(fit)], targets[fit]
     lr = p.lr
     for j in range(points + extend):
         if j >= points and records[-1]["kept"] == 0:
@@ -152,7 +155,7 @@ def fit_embeddings_path(
         lam = p.lam * 2.0 ** (j - points + 2)
         step = ProxSGD(lam, lr, p.prox_lr, epochs, p.batch_size, p.seed + j)
         fitted, error, lr = _fit_point(
-            model, input_layer, X, targets, step, fit, held_t, states[-1]
+            model, input_layer, (X_fit, y_fit), (X_held, y_held), step, last
         )
         losses += fitted
         norms = column_norms(input_layer.weight).cpu().numpy()
@@ -160,8 +163,8 @@ def fit_embeddings_path(
         records.append(
             {"lam": lam, "lr": lr, "r2": 1.0 - error / total, "kept": kept, "norms": norms}
         )
-        states.append(snapshot(model))
-    states = states[1:]
+        last = snapshot(model)
+        states.append(last)
     best = max(r["r2"] for r in records)
     if best <= 0.0:
         with torch.no_grad():
@@ -177,25 +180,21 @@ def fit_embeddings_path(
 def _fit_point(
     model: nn.Module,
     input_layer: nn.Linear,
-    X: torch.Tensor,
-    targets: torch.Tensor,
+    train: tuple[torch.Tensor, torch.Tensor],
+    held: tuple[torch.Tensor, torch.Tensor],
     step: ProxSGD,
-    fit: np.ndarray,
-    held: torch.Tensor,
     last: dict,
 ) -> tuple[list[float], float, float]:
-    """One path point: ``step`` on the ``fit`` rows, then the squared error on the ``held``
-    rows; returns the epochs' losses, that error and the step size used. A fit that diverges
-    (large embeddings make the step too long) is done again from the last point's model
-    (``last``) at a tenth of the step, at most :data:`DIVERGED_RETRIES` times."""
+    """One path point: ``step`` on the ``train`` rows (inputs, targets), then the squared
+    error on the ``held`` rows; returns the epochs' losses, that error and the step size used.
+    A fit that diverges (large embeddings make the step too long) is done again from the last
+    point's model (``last``) at a tenth of the step, at most :data:`DIVERGED_RETRIES` times."""
     lr = step.lr
     for _ in range(DIVERGED_RETRIES + 1):
-        fitted = fit_embeddings(
-            model, input_layer, X[torch.as_tensor(fit)], targets[fit], replace(step, lr=lr)
-        )
+        fitted = fit_embeddings(model, input_layer, *train, replace(step, lr=lr))
         with torch.no_grad():
             model.eval()
-            error = float(((model(X[held]) - targets[held]) ** 2).sum())
+            error = float(((model(held[0]) - held[1]) ** 2).sum())
             model.train()
         if np.isfinite(fitted).all() and np.isfinite(error):
             return fitted, error, lr
