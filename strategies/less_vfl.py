@@ -13,7 +13,9 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    message is the last of stage 2. With ``server.path_points`` > 0 (the default) lambda_s
    follows a path and K_m is chosen on the validation rows' embeddings, which the same upload
    carries (:meth:`vflfs.ml.component_path.ComponentPath.select`): a party of pure
-   noise keeps no component, so its stage 3 keeps no feature.
+   noise keeps no component, so its stage 3 keeps no feature. After a pre-training that did
+   not beat the constant prediction on validation, stage 2 is skipped and every party keeps
+   every component (:meth:`LessVFL.pretraining_learned`).
 3. Stage 3 (phase ``stage3``, no message): each party, inside the handler of the message that
    delivered K_m, fits its frozen stage-1 embeddings on K_m with proximal SGD on its
    input-layer columns and removes the features whose column is zero. Along its local path
@@ -38,6 +40,7 @@ from omegaconf import DictConfig
 from vflfs.federation import MB, Federation
 from vflfs.ml.component_path import ComponentPath
 from vflfs.ml.embedding_selection import ProxSGD, select_components
+from vflfs.ml.metrics import paired_excess, prior_losses
 from vflfs.protocol import (
     LOCAL_SELECT,
     TRAIN_EMBEDDINGS,
@@ -224,6 +227,15 @@ class LessVFL(CountChoice, VFL):
         the path's best on validation (:meth:`~vflfs.ml.component_path.ComponentPath.select`)."""
         server = self.stages["server"]
         assert isinstance(server, ServerStageSettings)
+        if not self.pretraining_learned(experiment):
+            log.warning(
+                "%s: stage 2 skipped: the pre-trained model's validation losses are no lower "
+                "than the constant prediction's, so its embeddings cannot tell which parties "
+                "matter; every component kept (stage 3 as local_lasso)",
+                self.name,
+            )
+            result.extra["stage2"] = {"skipped": "pre-training learned nothing"}
+            return [np.arange(w, dtype=np.int64) for w in self.widths]
         val = experiment.splits.val
         path = server.path_points > 0 and len(val) > 0
         request = TrainEmbeddingsRequest(validation=len(val) if path else 0)
@@ -265,6 +277,29 @@ class LessVFL(CountChoice, VFL):
         )
         result.extra["stage2"] = record
         return keep
+
+    def pretraining_learned(self, experiment: Experiment) -> bool:
+        """Whether stage 1's model (trained until validation stopped improving) beat the
+        constant prediction on the validation rows: their losses, where their mean was lowest,
+        below the class frequencies' (or the mean's) by one standard error of the paired
+        differences. True without those losses (a fixed pre-training, no validation rows).
+
+        Stage 2 judges the parties by what a top model reads from the pre-trained embeddings.
+        A pre-training that memorised its rows and learned nothing that generalises leaves
+        embeddings whose top models score near chance at every lambda, and the sparsest of them
+        within the tolerance of that best is an arbitrary choice: on 1920 training rows of 2000
+        sparse columns (training loss 0.011, validation loss 0.693 at its lowest: the class
+        frequencies' own) stage 2 closed a party and kept 5 of 48 components, 79.5% on test
+        against 83.8% for stage 3 on every component (``local_lasso``)."""
+        losses = None if self.pretrained is None else self.pretrained.val_losses
+        val = experiment.splits.val
+        if losses is None or not len(val):
+            return True
+        prior = prior_losses(
+            experiment.task, experiment.y[experiment.splits.train], experiment.y[val]
+        )
+        excess, se = paired_excess(losses, prior)
+        return excess + se < 0
 
     def select(self, federation: Federation, experiment: Experiment, result: RunResult) -> None:
         """Stages 2 and 3; the K_m delivery is the last message of stage 2 and its handler

@@ -16,7 +16,7 @@ from vflfs.protocol import LOCAL_SELECT, STEP, TRAIN_EMBEDDINGS
 from vflfs.runtime.config import ConfigError, compose_config
 from vflfs.server_app.run import run_experiment
 
-from helpers import run_local
+from helpers import run_local, save_npz
 
 # A small linear problem (9 informative columns, 3 parties) where each party appends as many
 # Gaussian-noise columns as it has real ones: 3 real + 3 spurious per party.
@@ -296,3 +296,36 @@ def test_a_pretraining_that_learned_stops_on_its_patience_alone():
     gates.stage = "warmup"
     assert gates.stop_early(2, after(0.8, 2))
     assert not gates.stop_early(2, after(0.55, 2)) and gates.stop_early(50, after(0.55, 50))
+
+
+def stage2_run(tmp_path, y_of) -> tuple[dict, list[str]]:
+    """less_vfl with its adaptive pre-training and stage-2 path on 900 rows of 12 Gaussian
+    columns (three parties), labels ``y_of(X)``; the summary and the operations sent."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(900, 12))
+    path = save_npz(tmp_path / "data.npz", X=x, y=y_of(x, rng))
+    recorder = TimedRecorder()
+    cfg = compose_config(
+        f"dataset=npz dataset.params.path={path} strategy=less_vfl training.epochs=12 "
+        "training.batch_size=64 strategy.server.epochs=24 strategy.party.epochs=6 "
+        "strategy.select.refit_patience=1"
+    )
+    summary = run_local(cfg, tmp_path / "out", observers=[recorder])
+    return summary, [op for _, direction, _, op, _ in recorder.messages if direction == DOWN]
+
+
+def test_stage2_reads_the_embeddings_of_a_pretraining_that_learned(tmp_path):
+    summary, sent = stage2_run(tmp_path, lambda x, rng: (x[:, 0] + x[:, 4] > 0).astype(int))
+    stage2 = summary["extra"]["stage2"]
+    assert "skipped" not in stage2 and stage2["path"]
+    assert sent.count(TRAIN_EMBEDDINGS.name) == 3
+
+
+def test_stage2_is_skipped_after_a_pretraining_that_learned_nothing(tmp_path):
+    """Labels independent of every column: the pre-trained model's validation losses are no
+    lower than the class frequencies', so no embedding is uploaded and every party keeps
+    every component for stage 3, as local_lasso."""
+    summary, sent = stage2_run(tmp_path, lambda x, rng: rng.integers(0, 2, len(x)))
+    assert summary["extra"]["stage2"] == {"skipped": "pre-training learned nothing"}
+    assert TRAIN_EMBEDDINGS.name not in sent and sent.count(LOCAL_SELECT.name) == 3
+    assert summary["extra"]["components_kept"] == [16, 16, 16]
