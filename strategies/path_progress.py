@@ -11,15 +11,8 @@ import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import (
-    PathPoint,
-    PathSettings,
-    choose_refit,
-    denser_probe,
-    floor_probe,
-    next_probe,
-    penalised_models,
-)
+from .path_choice import PathPoint, PathSettings, choose_refit, penalised_models
+from .path_probes import denser_probe, floor_probe, next_probe
 from .path_screen import added_back, adjusted_minimum, tested_count
 from .result import RunResult
 from .strategy import log
@@ -95,7 +88,7 @@ class Ranking:
     A feature kept to a later point ranks above one dropped earlier (LassoNet's importance:
     the penalty at which a feature leaves); among those dropped after the same point, the one
     its party's model used more there (gate or column norm) ranks first. Its top ``k`` give
-    selections between two path points' (:func:`~vflfs.strategies.path_choice.next_probe`).
+    selections between two path points' (:func:`~vflfs.strategies.path_probes.next_probe`).
     """
 
     last: list[np.ndarray] = field(default_factory=list)  # per party: last point keeping each

@@ -4,9 +4,9 @@
    components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
    trains them with early stopping on validation. The candidates are the chosen point, the
    best-scoring one and sparser ones near the best (:func:`candidates`), then up to
-   ``path.refit_probes`` top-k sets of the path's ranking between them (:func:`next_probe`),
-   twice the winner's (:func:`denser_probe`) and one below the path's last point
-   (:func:`floor_probe`).
+   ``path.refit_probes`` top-k sets of the path's ranking between them
+   (:func:`~.path_probes.next_probe`), twice the winner's (:func:`~.path_probes.denser_probe`)
+   and one below the path's last point (:func:`~.path_probes.floor_probe`).
 5. **Choice.** The sparsest good model is reported (:func:`choose_refit`: within the
    tolerance of the best score, and within one standard error of the lowest validation loss,
    sample by sample), the dense model included, with its warm-up score and, with

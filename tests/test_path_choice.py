@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.path_choice import (
-    candidates,
-    choose_refit,
-    denser_probe,
-    floor_probe,
-    next_probe,
-    penalised_models,
-)
+from vflfs.strategies.path_choice import candidates, choose_refit, penalised_models
+from vflfs.strategies.path_probes import denser_probe, floor_probe, next_probe
 from vflfs.strategies.path_progress import Fitted, PathProgress, Ranking, Refits
 
 
