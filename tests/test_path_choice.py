@@ -196,10 +196,10 @@ def test_a_denser_probe_doubles_a_winner_with_no_refit_model_up_to_twice_its_siz
 
 def test_a_floor_probe_goes_below_a_last_point_that_fell_to_none():
     """Halfway (geometrically) from one feature to the path's last point that kept any, where
-    the path fell from it to none in one step and nothing compared keeps as few."""
+    the path fell from it to none in one step and nothing compared keeps fewer."""
     path = [300, 300, 289, 202, 101, 0]
     assert floor_probe([300, 202, 143, 120], path) == 10  # sqrt(101)
-    assert floor_probe([300, 202, 101], path) is None  # that point was refit
+    assert floor_probe([300, 202, 101], path) == 10  # that point's refit is not below it
     assert floor_probe([300, 202, 3], path) is None  # a sparser model was compared
     assert floor_probe([300, 202], [300, 202, 101, 50]) is None  # the path did not empty
     assert floor_probe([300, 202], [300, 202, 7, 0]) is None  # it fell from fewer than 8
