@@ -209,7 +209,7 @@ class PathProgress:
             assert dense is not None  # by_dense holds only once the dense refit is trained
             probe = self.dense_probe(dense, k, kind == "denser")
         else:
-            probe = replace(self.path_probe(k, kind == "denser"), floor=kind == "floor")
+            probe = self.path_probe(k, kind == "denser", kind == "floor")
         refits.pool.append(probe)
         refits.keeps.append(probe.selected)
         return True
@@ -225,9 +225,9 @@ class PathProgress:
             if p.top_k is None and p.point > 0 and p.val_metric - score > margin
         ]
 
-    def path_probe(self, k: int, denser: bool) -> PathPoint:
+    def path_probe(self, k: int, denser: bool, floor: bool = False) -> PathPoint:
         """The top ``k`` of the path's ranking, with the components of the sparsest point
-        that kept as many features."""
+        that kept as many features (``denser``, ``floor``: which probe it is)."""
         near = min((p for p in self.points if p.kept >= k), key=lambda p: p.kept)
         components = [
             c if c else next((q.components[m] for q in self.points if q.components[m]), [])
@@ -235,7 +235,7 @@ class PathProgress:
         ]
         return PathPoint(
             near.point, near.penalty, near.epoch, near.val_metric, near.val_loss,
-            self.ranking.top(k), components, near.mb, top_k=k, denser=denser,
+            self.ranking.top(k), components, near.mb, top_k=k, denser=denser, floor=floor,
         )  # fmt: skip
 
     def path_ranking_failed(self, dense: int, settings: PathSettings) -> bool:
