@@ -2,9 +2,10 @@
 
 A filter (Gini, F-statistic, random) ranks every feature of every party once; LESS-VFL and
 local lasso rank them by stage 3's scores. Instead of a fixed share, the server tries the best
-k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.max_features`` only
-counts within that budget): for each, the parties rebuild their models on their part of the
-best k (a party with none sends nothing) and VFL trains with early stopping on validation.
+k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.select.max_features``
+or ``max_fraction`` only counts within that budget): for each, the parties rebuild their
+models on their part of the best k (a party with none sends nothing) and VFL trains with
+early stopping on validation.
 A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
 until validation stopped improving) lets it stand for the count d instead of training it
 again, as the path strategies' warm-up model stands for their dense point; once the count
@@ -39,7 +40,7 @@ from .interactive import make_layer
 from .path import tolerance
 from .path_choice import FINE_RATIO, good_scores
 from .result import RunResult
-from .settings import typed
+from .settings import check_budget, feature_budget, typed
 from .strategy import EpochCallback, log
 
 
@@ -132,6 +133,7 @@ class CountSettings:
     tolerance: float | None  # None: standard_errors standard errors of the best score
     max_features: int | None  # a budget: try only counts up to it
     standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
+    max_fraction: float | None = None  # a budget as a share of all features (the smaller one)
     refine: bool = False  # then bisect between the chosen count k and k/2, to ends within 1.2x
     refit_patience: int | None = None  # then the chosen count once more with this patience
 
@@ -140,6 +142,7 @@ class CountSettings:
             raise ConfigError(
                 f"strategy.select.standard_errors must be >= 0, got {self.standard_errors}"
             )
+        check_budget("strategy.select", self.max_features, self.max_fraction)
 
 
 class CountChoice:
@@ -179,7 +182,7 @@ class CountChoice:
             log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
             return candidate
 
-        ladder = counts(total, s.max_features)
+        ladder = counts(total, feature_budget(s.max_features, s.max_fraction, total))
         dense = self.dense_candidate() if ladder[0] == total else None
         if dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
             attempt(ladder[0])

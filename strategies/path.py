@@ -92,6 +92,7 @@ class PathStrategy(PathRefits, VFL):
         if not self.path.enabled:
             super().fit(federation, experiment, result, on_epoch)
             return
+        self.path = self.path.for_features(sum(p.n_features for p in result.parties))
         # A resumed run (strategies/checkpoint.py) has its progress back and skips what it did.
         if self.progress is None:
             if not resuming(self):

@@ -8,7 +8,7 @@ few sparser points whose refits the choice compares (:mod:`vflfs.strategies.path
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from omegaconf import DictConfig
@@ -17,7 +17,7 @@ from vflfs.ml.metrics import paired_excess
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
-from .settings import typed
+from .settings import check_budget, feature_budget, typed
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class PathSettings:
     tolerance: float | None = None  # validation-score slack of the choice (None: in SEs)
     standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
     max_features: int | None = None  # a budget: choose among points keeping at most this many
+    max_fraction: float | None = None  # ... or this share of all features (the smaller of the two)
     refit: bool = True
     refit_dense: bool = True  # refit the dense point too: the plain model on every feature
     refit_candidates: int = 3  # refit this many points (1-SE, best, sparser ones)
@@ -54,6 +55,14 @@ class PathSettings:
             raise ConfigError(
                 f"strategy.path.standard_errors must be >= 0, got {self.standard_errors}"
             )
+        check_budget("strategy.path", self.max_features, self.max_fraction)
+
+    def for_features(self, total: int) -> PathSettings:
+        """These settings for a run of ``total`` features: ``max_features`` the budget of both
+        forms (:func:`~vflfs.strategies.settings.feature_budget`), which the path reads."""
+        return replace(
+            self, max_features=feature_budget(self.max_features, self.max_fraction, total)
+        )
 
     @classmethod
     def from_cfg(cls, section: DictConfig | dict | None) -> PathSettings:

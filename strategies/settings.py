@@ -31,6 +31,30 @@ def one_of(where: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
 
 
+def check_budget(where: str, max_features: int | None, max_fraction: float | None) -> None:
+    """A feature budget's two forms (``<where>.max_features``, ``<where>.max_fraction``)
+    refused by name when out of range."""
+    if max_features is not None and max_features < 1:
+        raise ConfigError(
+            f"{where}.max_features must be >= 1 (null: no budget), got {max_features}"
+        )
+    if max_fraction is not None and not 0 < max_fraction <= 1:
+        raise ConfigError(
+            f"{where}.max_fraction must be in (0, 1], a share of all features "
+            f"(null: no budget), got {max_fraction}"
+        )
+
+
+def feature_budget(max_features: int | None, max_fraction: float | None, total: int) -> int | None:
+    """The most features a run may keep, of its ``total``: ``max_features``, or
+    ``max_fraction`` of the total (rounded down, at least one, as scikit-learn reads a
+    fractional ``max_features``), whichever is smaller; None without either."""
+    budgets = [] if max_features is None else [int(max_features)]
+    if max_fraction is not None:
+        budgets.append(max(1, int(max_fraction * total)))
+    return min(budgets) if budgets else None
+
+
 @dataclass(frozen=True)
 class SecureConfig:
     """``secure``: the secure interactive layer (spec section 4, Algorithms 2-3;

@@ -19,6 +19,25 @@ def test_filter_counts_halve_within_the_budget():
     assert counts(40, 12) == [12, 6, 3, 1]
 
 
+def test_a_budget_is_a_count_or_a_share_of_all_features_whichever_is_smaller():
+    from vflfs.runtime.config import ConfigError
+    from vflfs.strategies.filter_choice import CountSettings
+    from vflfs.strategies.path_choice import PathSettings
+    from vflfs.strategies.settings import feature_budget
+
+    assert feature_budget(None, None, 40) is None
+    assert feature_budget(12, None, 40) == 12
+    assert feature_budget(None, 0.25, 40) == 10
+    assert feature_budget(None, 0.01, 40) == 1  # at least one
+    assert feature_budget(12, 0.5, 40) == 12 and feature_budget(30, 0.5, 40) == 20
+    assert PathSettings(max_fraction=0.1).for_features(500).max_features == 50
+    assert PathSettings(max_features=8, max_fraction=0.1).for_features(500).max_features == 8
+    with pytest.raises(ConfigError, match=r"strategy.path.max_fraction must be in \(0, 1\]"):
+        PathSettings(max_fraction=5)
+    with pytest.raises(ConfigError, match="strategy.select.max_features must be >= 1"):
+        CountSettings(patience=2, max_epochs=None, tolerance=None, max_features=0)
+
+
 def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of_two():
     """Between the ladder's smallest good count (20) and the next one (10, short), the
     bisection halves the interval: a good count becomes its upper end, a short one its lower,
@@ -88,3 +107,14 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
     assert summary["selection"]["selected_features"] == choice["chosen"]
     assert chosen["epochs"][0] <= summary["best_epoch"] < chosen["epochs"][1]
     assert summary["val_metric"] == chosen["val_metric"]
+
+
+def test_a_share_of_the_features_caps_the_counts_tried(tmp_path):
+    """``select.max_fraction=0.3`` of the 40 features: the ladder starts at 12."""
+    cfg = tiny_config(
+        "strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=2 "
+        "strategy.select.max_fraction=0.3 strategy.select.refine=false"
+    )
+    summary = run_local(cfg, tmp_path)
+    assert [c["k"] for c in summary["extra"]["count_choice"]["tried"]] == [12, 6, 3, 1]
+    assert summary["selection"]["selected_features"] <= 12

@@ -119,14 +119,18 @@ def test_each_name_is_its_own_strategy():
     assert STRATEGIES["stg"] is STG and STRATEGIES["group_lasso"] is GroupLasso
 
 
-def test_a_budget_caps_the_refit(tmp_path):
+@pytest.mark.parametrize("budget", ["max_features=3", "max_fraction=0.08"])
+def test_a_budget_caps_the_refit(tmp_path, budget):
+    """A count, or a share of the 40 features (0.08: 3 of them)."""
     cfg = tiny_config(
         f"strategy=stg {QUICK} strategy.path.points=2 strategy.path.max_points=2 "
-        "strategy.path.max_features=3"
+        f"strategy.path.{budget}"
     )
     summary = run_local(cfg, tmp_path)
-    assert summary["selection"]["selected_features"] <= 3
-    assert summary["selection"]["selected_features"] >= 1
+    assert 1 <= summary["selection"]["selected_features"] <= 3
+    point = summary["extra"]["path_choice"]["point"]
+    chosen = next(p for p in summary["path"] if p["point"] == point)
+    assert chosen["kept"] <= 3 or all(p["kept"] > 3 for p in summary["path"])
 
 
 def test_a_denser_probe_refits_twice_the_winning_candidates_features(tmp_path):
