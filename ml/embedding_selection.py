@@ -165,16 +165,28 @@ def fit_embeddings_path(
         )
         last = snapshot(model)
         states.append(last)
+    _choose_point(model, input_layer, records, states, tolerance)
+    return losses, records
+
+
+def _choose_point(
+    model: nn.Module,
+    input_layer: nn.Linear,
+    records: list[dict],
+    states: list[dict],
+    tolerance: float,
+) -> None:
+    """Return ``model`` to the sparsest point whose held-out R^2 is within ``tolerance`` of
+    the best (marked ``chosen`` in its record); with no point above R^2 = 0, to no feature."""
     best = max(r["r2"] for r in records)
     if best <= 0.0:
         with torch.no_grad():
             input_layer.weight.zero_()
-        return losses, records
+        return
     good = [j for j, r in enumerate(records) if r["r2"] >= best - tolerance and r["kept"] > 0]
     chosen = min(good, key=lambda j: (records[j]["kept"], -records[j]["r2"]))
     records[chosen]["chosen"] = True
     model.load_state_dict(states[chosen])
-    return losses, records
 
 
 def _fit_point(

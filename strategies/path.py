@@ -39,7 +39,7 @@ from vflfs.protocol import PENALTY, SELECTION, PenaltyRequest
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import resuming
+from .checkpoint_hooks import resuming
 from .early_stopping import learned_level
 from .path_choice import PathPoint, PathSettings, candidates, choose, tolerance
 from .path_progress import Fitted, PathProgress, Refits

@@ -31,7 +31,7 @@ from vflfs.ml.top import ServerModel
 from vflfs.protocol import IMPORTANCE
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import resumed_first, resuming
+from .checkpoint_hooks import resumed_first, resuming
 from .interactive import make_layer
 from .path_choice import PathPoint, choose_refit, good_models, refit_rows
 from .path_progress import Fitted, PathProgress

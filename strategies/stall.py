@@ -22,7 +22,7 @@ import numpy as np
 from vflfs.federation import Federation
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import resumed_first, resuming
+from .checkpoint_hooks import resumed_first, resuming
 from .interactive import make_layer
 from .result import RunResult
 from .strategy import EpochCallback, log

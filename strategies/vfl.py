@@ -29,8 +29,8 @@ from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
-from .checkpoint import (
-    LoopState,
+from .checkpoint import LoopState
+from .checkpoint_hooks import (
     epoch_done,
     parties_set_up,
     resumed_loop,

@@ -55,17 +55,7 @@ def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
     extra = f"training.epochs=3 checkpoint_every_s=0 {party_keys_override(deployment)}"
     out = tmp_path / "out"
     config = run_config(party_files, out, extra)
-    run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)
-    assert run.run_id is not None, run.output
-    deadline = time.monotonic() + 300
-    while not (out / CHECKPOINT).exists():
-        assert time.monotonic() < deadline, deployment.run_status(run.run_id)
-        time.sleep(0.2)
-    deployment.flwr("stop", str(run.run_id), deployment.connection)
-    status = deployment.wait_run_finished(run.run_id, timeout=120)
-    assert status["status"] == "finished:stopped", status
-    time.sleep(5)  # the stopped ServerApp's process ends
-    assert not (out / RESULTS).exists()
+    _stop_after_first_checkpoint(deployment, config, out)
     # docs/deployment.md: the parties restart their SuperNodes before a resume (a SuperNode
     # kept from the stopped run can leave the new run's first message unanswered)
     deployment.restart_supernodes()
@@ -100,7 +90,26 @@ def test_tls_run_on_party_files_stopped_and_resumed_equals_the_in_process_run(
         log = (deployment.workdir / "fleet-proxy" / "access.log").read_text()
         assert '"POST /v1/fleet/push-messages HTTP/1.1" 200' in log
 
-    # Everything went over TLS: the CLI trusts the test CA, plain HTTP gets no answer.
+    _assert_tls_only(deployment)
+
+
+def _stop_after_first_checkpoint(deployment, config: str, out) -> None:
+    """Start the run and stop it (``flwr stop``) once its first checkpoint is on disk."""
+    run = deployment.run_app(".", run_config=config, stream=False, cwd=REPO)
+    assert run.run_id is not None, run.output
+    deadline = time.monotonic() + 300
+    while not (out / CHECKPOINT).exists():
+        assert time.monotonic() < deadline, deployment.run_status(run.run_id)
+        time.sleep(0.2)
+    deployment.flwr("stop", str(run.run_id), deployment.connection)
+    status = deployment.wait_run_finished(run.run_id, timeout=120)
+    assert status["status"] == "finished:stopped", status
+    time.sleep(5)  # the stopped ServerApp's process ends
+    assert not (out / RESULTS).exists()
+
+
+def _assert_tls_only(deployment) -> None:
+    """Everything went over TLS: the CLI trusts the test CA, plain HTTP gets no answer."""
     assert "root-certificates" in (deployment.home / "config.toml").read_text()
     assert "insecure" not in (deployment.home / "config.toml").read_text()
     plain = urllib.request.build_opener(urllib.request.ProxyHandler({}))
