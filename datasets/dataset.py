@@ -50,6 +50,10 @@ def check_task(task: str) -> str:
     return task
 
 
+# At least this many distinct labels, under two rows each on average: a continuous target
+MANY_CLASSES = 20
+
+
 def encode_labels(name: str, y: np.ndarray) -> tuple[np.ndarray, int]:
     """Recode class labels of any type to int64 ids 0..c-1 (sorted by ``np.unique``)."""
     import pandas as pd  # on use: a party's process never imports it
@@ -68,7 +72,29 @@ def encode_labels(name: str, y: np.ndarray) -> tuple[np.ndarray, int]:
             f"dataset '{name}': the labels mix types that cannot be sorted ({exc}); fix: "
             "give every label the same type (all numbers or all strings)"
         ) from exc
+    _check_class_labels(name, np.asarray(y), classes)
     return ids.reshape(-1).astype(np.int64), int(classes.size)
+
+
+def _check_class_labels(name: str, y: np.ndarray, classes: np.ndarray) -> None:
+    """Labels that read as a continuous target, not classes: fractional numbers, or
+    :data:`MANY_CLASSES` or more distinct values with under two rows a class on average (a
+    class then cannot be in both a training and a test row)."""
+    regression = "fix: the dataset's task=regression (dataset.params.task=regression)"
+    if np.issubdtype(y.dtype, np.floating):
+        fractional = classes[np.mod(classes, 1) != 0]
+        if fractional.size:
+            raise DataError(
+                f"dataset '{name}': y holds fractional numbers ({fractional.size} distinct, "
+                f"e.g. {fractional[0]:g}), a continuous target rather than class labels; "
+                f"{regression} for a continuous target, or recode y as class labels"
+            )
+    if classes.size >= MANY_CLASSES and classes.size > y.size / 2:
+        raise DataError(
+            f"dataset '{name}': y has {classes.size} distinct values in {y.size} rows, "
+            f"fewer than two rows per class; {regression} for a continuous target, or check "
+            "that y holds the class labels (not an ID column)"
+        )
 
 
 def _as_float32(name: str, what: str, values: object, ndim: int) -> np.ndarray:

@@ -68,6 +68,13 @@ def check_classes(
             f"{missing} row(s) of {where} have no label; fix: drop the unlabelled rows or fill "
             "in their labels"
         )
+    if np.issubdtype(values.dtype, np.floating) and np.any(np.mod(values, 1) != 0):
+        raise DataError(
+            f"the labels of {where} hold fractional numbers (e.g. "
+            f"{values[np.mod(values, 1) != 0][0]:g}), a continuous target rather than "
+            "classes; fix: dataset.task=regression for a continuous target, or recode the "
+            "labels as classes"
+        )
     text = np.asarray([label_text(v) for v in values.tolist()])
     found, counts = np.unique(text, return_counts=True)
     count = dict(zip(found.tolist(), counts.tolist(), strict=True))

@@ -135,6 +135,17 @@ def test_empty_data(tmp_path):
         _load_arrays(tmp_path, np.zeros((0, 3)), np.zeros(0, dtype=np.int64))
 
 
+def test_a_continuous_target_under_classification_is_named(tmp_path):
+    """Fractional labels, or a distinct label per row, read as a regression target: the error
+    names the task setting (not a stratified split's failure on 20 classes of one row)."""
+    X, _ = small_xy()
+    with pytest.raises(DataError, match=r"fractional numbers.*task=regression"):
+        _load_arrays(tmp_path, X, np.linspace(0.0, 1.0, 20))
+    with pytest.raises(DataError, match=r"20 distinct values in 20 rows.*task=regression"):
+        _load_arrays(tmp_path, X, np.arange(20))
+    assert _load_arrays(tmp_path, X, np.repeat([0.0, 1.0], 10)).n_classes == 2  # 0.0, 1.0
+
+
 def test_single_class(tmp_path):
     X, _ = small_xy()
     with pytest.raises(DataError, match="1 class.*at least 2"):

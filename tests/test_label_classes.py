@@ -60,6 +60,15 @@ def test_values_compare_as_text_with_integral_floats_as_integers():
     assert numeric.names == ["9", "10"] and numeric.y.tolist() == [1, 0, 1] * 5
 
 
+def test_a_continuous_label_column_names_the_regression_task(tmp_path):
+    prices = labels_csv(tmp_path, [12.5, 3.25, 7.0, 8.75] * 20)
+    with pytest.raises(
+        DataError, match=r"fractional numbers \(e.g. 12.5\).*dataset.task=regression"
+    ):
+        load_labels_file(prices)
+    assert load_labels_file(prices, task="regression").labels.task == "regression"
+
+
 def test_default_threshold():
     assert default_min_count(100) == 10 and default_min_count(10_000) == 10
     assert default_min_count(1_000_000) == 1000
