@@ -5,7 +5,10 @@ local lasso rank them by stage 3's scores. Instead of a fixed share, the server 
 k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.select.max_features``
 or ``max_fraction`` only counts within that budget): for each, the parties rebuild their
 models on their part of the best k (a party with none sends nothing) and VFL trains with
-early stopping on validation.
+early stopping on validation, on batches counted from that training's own first epoch (so a
+count trains alike whichever counts came before it). The halving stops once two counts in a
+row score more than three standard errors below the best so far (:func:`halve`); the counts
+left out are in ``results.json`` (``extra.count_choice.not_tried``).
 A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
 until validation stopped improving) lets it stand for the count d instead of training it
 again, as the path strategies' warm-up model stands for their dense point; once the count
@@ -83,6 +86,41 @@ def counts(total: int, budget: int | None) -> list[int]:
             out.append(k)
         k = k // 2 if k > 1 else 0
     return out
+
+
+# The halving stops once FAR_IN_A_ROW counts in a row score more than FAR standard errors (or
+# FAR tolerances, if larger) below the best count so far: each smaller count keeps fewer of
+# the same ranked features, and on text sets the counts below such a fall (a tenth of the
+# columns and fewer) took over half of the count choice's epochs.
+FAR, FAR_IN_A_ROW = 3.0, 2
+
+
+def fallen_short(
+    tried: list[Candidate], experiment: Experiment, setting: float | None, standard_errors: float
+) -> bool:
+    """Whether the last :data:`FAR_IN_A_ROW` counts tried scored more than :data:`FAR` times
+    the tolerance (at least one standard error) below the best count so far."""
+    if len(tried) <= FAR_IN_A_ROW:
+        return False
+    best = max(c.val_metric for c in tried)
+    far = FAR * tolerance(setting, experiment, best, max(standard_errors, 1.0))
+    return all(c.val_metric < best - far for c in tried[-FAR_IN_A_ROW:])
+
+
+def halve(
+    ladder: list[int],
+    tried: list[Candidate],
+    attempt: Callable[[int], Candidate],
+    experiment: Experiment,
+    s: CountSettings,
+) -> list[int]:
+    """Try the counts of ``ladder`` in turn until they have :func:`fallen_short`; returns
+    those not tried."""
+    for i, k in enumerate(ladder):
+        if fallen_short(tried, experiment, s.tolerance, s.standard_errors):
+            return ladder[i:]
+        attempt(k)
+    return []
 
 
 def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
@@ -189,13 +227,15 @@ class CountChoice:
         else:
             tried.append(dense)
             log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
-        for k in ladder[1:]:
-            attempt(k)
+        skipped = halve(ladder[1:], tried, attempt, experiment, s)
+        if skipped:
+            log.info("%s: counts %s not tried: the last two fell far short", self.name, skipped)
         chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         if s.refine:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
+        record["not_tried"] = skipped
         if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.
             self.patience = s.refit_patience
@@ -248,11 +288,10 @@ class CountChoice:
         restarts, patience = self.restarts, self.patience
         self.restarts, self.patience = 0, self.training.patience
         self.plain, candidate.first = True, len(result.history)
-        self.shuffle_origin = candidate.first
         try:
             self.train_on(federation, experiment, result, on_epoch, candidate, self.training.epochs)
         finally:
-            self.plain, self.shuffle_origin = False, 0
+            self.plain = False
             self.restarts, self.patience = restarts, patience
         log.info(
             "%s: all %d features, as vfl: validation %.4f",
@@ -292,11 +331,17 @@ class CountChoice:
             p.selected = kept.tolist()
         first = candidate.first
         result.best_from, result.best_to = first, None  # early stopping within this training
-        if self.plain:  # strategy=vfl's run: a stalled start restarts
-            self.start_reliably(federation, experiment, result, on_epoch, first + epochs, first)
-            candidate.first = result.best_from
-        else:
-            self.run_epochs(federation, experiment, result, on_epoch, first, first + epochs)
+        # Its batches count from its own first epoch: a count's training is the same whichever
+        # counts were trained before it (or left out, ``halve``).
+        origin, self.shuffle_origin = self.shuffle_origin, first
+        try:
+            if self.plain:  # strategy=vfl's run: a stalled start restarts
+                self.start_reliably(federation, experiment, result, on_epoch, first + epochs, first)
+                candidate.first = result.best_from
+            else:
+                self.run_epochs(federation, experiment, result, on_epoch, first, first + epochs)
+        finally:
+            self.shuffle_origin = origin
         candidate.stop = len(result.history)
         rows = result.history[candidate.first : candidate.stop]
         candidate.val_metric = max(r["val_metric"] for r in rows) if rows else -math.inf

@@ -38,6 +38,26 @@ def test_a_budget_is_a_count_or_a_share_of_all_features_whichever_is_smaller():
         CountSettings(patience=2, max_epochs=None, tolerance=None, max_features=0)
 
 
+def test_the_halving_stops_after_two_counts_in_a_row_fall_far_short():
+    """Far short: more than 3 tolerances (0.02 here) below the best count so far. A count that
+    recovers resets the run; two in a row end the halving, and the rest are not tried."""
+    from vflfs.strategies.filter_choice import Candidate, CountSettings, halve
+
+    def run(scores: dict[int, float]) -> tuple[list[int], list[int]]:
+        tried = [Candidate(40, [np.arange(40)], 0, 0, val_metric=0.90)]
+
+        def attempt(k: int) -> Candidate:
+            tried.append(Candidate(k, [np.arange(k)], 0, 0, val_metric=scores[k]))
+            return tried[-1]
+
+        s = CountSettings(patience=2, max_epochs=None, tolerance=0.02, max_features=None)
+        skipped = halve([20, 10, 5, 2, 1], tried, attempt, None, s)  # type: ignore[arg-type]
+        return [c.k for c in tried[1:]], skipped
+
+    assert run({20: 0.89, 10: 0.80, 5: 0.83, 2: 0.5, 1: 0.5}) == ([20, 10, 5], [2, 1])
+    assert run({20: 0.89, 10: 0.80, 5: 0.88, 2: 0.83, 1: 0.6}) == ([20, 10, 5, 2, 1], [])
+
+
 def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of_two():
     """Between the ladder's smallest good count (20) and the next one (10, short), the
     bisection halves the interval: a good count becomes its upper end, a short one its lower,
@@ -82,7 +102,7 @@ def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_othe
 def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
     """Both filters choose their count alike: the halving, then the bisection (each count
     tried once), the smallest good count within half a standard error of the best."""
-    cfg = tiny_config(f"strategy={score}_filter strategy.{score}.key_bits=512 training.epochs=4")
+    cfg = tiny_config(f"strategy={score}_filter strategy.{score}.key_bits=512 training.epochs=5")
     summary = run_local(cfg, tmp_path)
     choice = summary["extra"]["count_choice"]
     tried = {c["k"]: c for c in choice["tried"]}
@@ -107,6 +127,21 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
     assert summary["selection"]["selected_features"] == choice["chosen"]
     assert chosen["epochs"][0] <= summary["best_epoch"] < chosen["epochs"][1]
     assert summary["val_metric"] == chosen["val_metric"]
+
+
+def test_a_counts_training_is_the_same_whichever_counts_came_before(tmp_path):
+    """Each count trains on batches counted from its own first epoch: the best 10 features
+    train alike after the counts 40 and 20 as first of all (a budget of 10), so that a count
+    left out changes no other."""
+    base = "strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=3"
+    rows = {}
+    for name, extra in (("all", ""), ("budget", " strategy.select.max_features=10")):
+        summary = run_local(tiny_config(base + extra), tmp_path / name)
+        rows[name] = {c["k"]: c for c in summary["extra"]["count_choice"]["tried"]}
+    assert rows["all"][10]["epochs"][0] > 0 == rows["budget"][10]["epochs"][0]
+    for key in ("val_metric", "val_loss"):
+        assert rows["all"][10][key] == rows["budget"][10][key]
+        assert rows["all"][5][key] == rows["budget"][5][key]
 
 
 def test_a_share_of_the_features_caps_the_counts_tried(tmp_path):
