@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from vflfs.datasets.errors import DataError
+from vflfs.datasets.label_classes import fractional
 from vflfs.datasets.validation import validate
 
 TASKS = ("classification", "regression")
@@ -81,14 +82,13 @@ def _check_class_labels(name: str, y: np.ndarray, classes: np.ndarray) -> None:
     :data:`MANY_CLASSES` or more distinct values with under two rows a class on average (a
     class then cannot be in both a training and a test row)."""
     regression = "fix: the dataset's task=regression (dataset.params.task=regression)"
-    if np.issubdtype(y.dtype, np.floating):
-        fractional = classes[np.mod(classes, 1) != 0]
-        if fractional.size:
-            raise DataError(
-                f"dataset '{name}': y holds fractional numbers ({fractional.size} distinct, "
-                f"e.g. {fractional[0]:g}), a continuous target rather than class labels; "
-                f"{regression} for a continuous target, or recode y as class labels"
-            )
+    continuous = fractional(classes)
+    if continuous.size:
+        raise DataError(
+            f"dataset '{name}': y holds fractional numbers ({continuous.size} distinct, "
+            f"e.g. {continuous[0]:g}), a continuous target rather than class labels; "
+            f"{regression} for a continuous target, or recode y as class labels"
+        )
     if classes.size >= MANY_CLASSES and classes.size > y.size / 2:
         raise DataError(
             f"dataset '{name}': y has {classes.size} distinct values in {y.size} rows, "

@@ -38,6 +38,14 @@ def label_text(value: object) -> str:
     return str(value)
 
 
+def fractional(values: np.ndarray) -> np.ndarray:
+    """The distinct non-integral numbers among ``values``, in the order they first appear
+    (empty unless they are floats): labels that read as a continuous target, not classes."""
+    if not np.issubdtype(values.dtype, np.floating):
+        return values[:0]
+    return np.asarray(list(dict.fromkeys(values[np.mod(values, 1) != 0].tolist())))
+
+
 def default_min_count(n_rows: int) -> int:
     """``max(10, ceil(0.1% of n_rows))``."""
     return max(MIN_ROWS, math.ceil(MIN_SHARE * n_rows))
@@ -68,12 +76,12 @@ def check_classes(
             f"{missing} row(s) of {where} have no label; fix: drop the unlabelled rows or fill "
             "in their labels"
         )
-    if np.issubdtype(values.dtype, np.floating) and np.any(np.mod(values, 1) != 0):
+    continuous = fractional(values)
+    if continuous.size:
         raise DataError(
-            f"the labels of {where} hold fractional numbers (e.g. "
-            f"{values[np.mod(values, 1) != 0][0]:g}), a continuous target rather than "
-            "classes; fix: dataset.task=regression for a continuous target, or recode the "
-            "labels as classes"
+            f"the labels of {where} hold fractional numbers (e.g. {continuous[0]:g}), a "
+            "continuous target rather than classes; fix: dataset.task=regression for a "
+            "continuous target, or recode the labels as classes"
         )
     text = np.asarray([label_text(v) for v in values.tolist()])
     found, counts = np.unique(text, return_counts=True)

@@ -234,8 +234,12 @@ class CountChoice:
         if s.refine:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
-        record = {"tried": [c.row() for c in tried], "chosen": chosen.k, "tolerance": slack}
-        record["not_tried"] = skipped
+        record = {
+            "tried": [c.row() for c in tried],
+            "chosen": chosen.k,
+            "tolerance": slack,
+            "not_tried": skipped,
+        }
         if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.
             self.patience = s.refit_patience
