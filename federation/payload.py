@@ -7,6 +7,7 @@ these). This module is the only place that turns them into Flower records and ba
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,14 @@ _LIST_SEP = "#"
 def to_array(x: np.ndarray) -> Array:
     """A Flower ``Array`` holding ``x``'s raw bytes (no ``np.save`` header or copy of it)."""
     x = np.ascontiguousarray(x)
-    return Array(str(x.dtype), tuple(int(n) for n in x.shape), "raw", x.tobytes())
+    return Array(_dtype_name(x.dtype), tuple(int(n) for n in x.shape), "raw", x.tobytes())
+
+
+@functools.cache
+def _dtype_name(dtype: np.dtype) -> str:
+    """``str(dtype)``, which numpy builds in Python on every call (a tenth of a message's
+    encoding)."""
+    return str(dtype)
 
 
 def from_array(a: Array) -> np.ndarray:

@@ -42,3 +42,51 @@ def test_no_profiler_records_per_step() -> None:
 
     assert records(lambda p: torch.optim.Adam(p, lr=0.01))  # the check can fail
     assert records(lambda p: make_optimizer(p, "adam", lr=0.01)) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        ("adam", {"weight_decay": 0.1}),
+        ("adamw", {"weight_decay": 0.1, "betas": (0.8, 0.99)}),
+        ("adam", {"amsgrad": True}),  # torch's own step
+    ],
+)
+def test_adam_state_and_settings_as_torch(name: str, settings: dict) -> None:
+    """Adam's state (step, moments) and its weight decay come out as torch's, also across
+    param groups of their own learning rates, a parameter without a gradient on some steps,
+    and a resumed optimiser (state loaded as a checkpoint loads it)."""
+    from vflfs.ml.optim import load_optimizer_arrays, optimizer_arrays
+
+    reference = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name]
+
+    def run(optimizer_of, resume_at: int | None = None) -> tuple[list, dict]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+        groups = [
+            {"params": list(model[0].parameters()), "lr": 0.02},
+            {"params": list(model[2].parameters())},
+        ]
+        optimizer = optimizer_of(groups)
+        x, y = torch.randn(16, 6), torch.randint(0, 2, (16,))
+        for t in range(8):
+            if t == resume_at:
+                arrays = optimizer_arrays(optimizer)
+                optimizer = optimizer_of(groups)
+                load_optimizer_arrays(optimizer, arrays)
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if t % 3 == 1:
+                model[2].bias.grad = None  # skipped on this step, as torch skips it
+            optimizer.step()
+        return [p.detach().clone() for p in model.parameters()], optimizer_arrays(optimizer)
+
+    theirs, their_state = run(lambda g: reference(g, lr=0.01, **settings))
+    for resume_at in (None, 5):
+        ours, our_state = run(lambda g: make_optimizer(g, name, lr=0.01, **settings), resume_at)
+        for a, b in zip(ours, theirs, strict=True):
+            assert torch.equal(a, b)
+        assert our_state.keys() == their_state.keys()
+        for key, value in their_state.items():
+            assert our_state[key].dtype == value.dtype
+            assert (our_state[key] == value).all(), key
