@@ -46,10 +46,10 @@ def lean_adam_step(torch_step):
     torch's single-tensor Adam (its choice for CPU parameters) spends most of a small model's
     step in Python around its seven tensor operations per parameter. This step makes the same
     operations on the same values in the same order, so the parameters and the optimiser's
-    state come out the same to the bit (tests/test_optim.py), in about two thirds of the time
-    on a party's model. Groups that torch would treat otherwise (``amsgrad``, ``maximize``,
-    ``foreach``, ``fused``, ``capturable``, ``differentiable``, a tensor learning rate, complex
-    or non-CPU parameters) take ``torch_step``.
+    state come out the same to the bit (tests/test_optim.py), in 65-80% of the time on a run's
+    models (``python -m benchmarks.optimizer_step``). Groups that torch would treat otherwise
+    (``amsgrad``, ``maximize``, ``foreach``, ``fused``, ``capturable``, ``differentiable``, a
+    tensor learning rate, complex or non-CPU parameters) take ``torch_step``.
     """
 
     def step(self, closure=None):
