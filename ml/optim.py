@@ -18,7 +18,8 @@ def eager(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
     each wrapper imports ``torch._dynamo`` on its first call, about 1.4 s of CPU in a fresh
     process (in deployment every message is one). vflfs never compiles, so its optimisers
     call the wrapped methods directly, ``step`` with gradients off as its wrapper sets them,
-    and without the profiler's records (:func:`unhooked`, :func:`zero_grad`).
+    and without the profiler's records (:func:`unhooked`, :func:`zero_grad`); Adam's and
+    AdamW's ``step`` is :func:`lean_adam_step`.
     """
     base = torch.optim.Optimizer
     methods = {
@@ -68,6 +69,9 @@ def lean_adam_step(torch_step):
     return step
 
 
+_TORCH_PATHS = ("amsgrad", "maximize", "foreach", "fused", "capturable", "differentiable")
+
+
 def _lean(group: dict) -> bool:
     """Whether torch's own step would take its plain single-tensor path for ``group``."""
     if any(group.get(flag) for flag in _TORCH_PATHS):
@@ -75,9 +79,6 @@ def _lean(group: dict) -> bool:
     if any(torch.is_tensor(v) for v in (group["lr"], group["weight_decay"], *group["betas"])):
         return False
     return all(p.is_cpu and not p.is_complex() for p in group["params"])
-
-
-_TORCH_PATHS = ("amsgrad", "maximize", "foreach", "fused", "capturable", "differentiable")
 
 
 def _adam_group(state: dict, group: dict) -> None:
