@@ -75,7 +75,7 @@ class ServerModel:
     def step(self, embeddings: Sequence[np.ndarray], y: np.ndarray) -> tuple[float, list]:
         """One top-model step; returns the loss and dL/dg_m for each party's embedding."""
         inputs = self.tensors(embeddings, grad=True)
-        self.model.train()
+        self.training_mode()
         loss = self.head_step(self.model.interact(inputs), y)
         return loss, [e.grad.cpu().numpy() for e in inputs]
 
@@ -96,7 +96,7 @@ class ServerModel:
 
     def loss(self, embeddings: Sequence[torch.Tensor], y: np.ndarray) -> torch.Tensor:
         """The mean training loss of the top model on the parties' embeddings (a graph)."""
-        self.model.train()
+        self.training_mode()
         out = self.model.head(self.model.interact(embeddings))
         return self.task.loss(out, self.task.target(y).to(self.device))
 
@@ -106,7 +106,7 @@ class ServerModel:
         """One step of the top model from the interactive layer's output ``z``: backward,
         the optimiser's step, the layer's own ``update`` (a layer whose weights the optimiser
         does not move), then :meth:`after_step`. Returns the loss."""
-        self.model.train()
+        self.training_mode()
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.task.loss(self.model.head(z), self.task.target(y).to(self.device))
         loss.backward()
@@ -116,6 +116,14 @@ class ServerModel:
             update()
         self.after_step()
         return float(loss.detach())
+
+    def training_mode(self) -> None:
+        """The top model in training mode. ``Module.train`` walks every submodule (twice a
+        step, about 2% of a run on small models), so it runs only when the model is in
+        evaluation mode, where :meth:`evaluate_head` and the screening's gradients leave it
+        for their duration only (they switch the whole model)."""
+        if not self.model.training:
+            self.model.train()
 
     def after_backward(self) -> None:
         """Hook for a regulariser's gradient (none by default)."""

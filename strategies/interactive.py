@@ -131,7 +131,7 @@ class PlainLayer(InteractiveLayer):
             for m in parties
         ]
         inputs = self.server.tensors(embeddings, grad=True)
-        self.server.model.train()
+        self.server.training_mode()
         batch = PlainPass(self.server.model.interact(inputs), inputs, masks)
         batch.uploaded = sum(int(np.size(r.embeddings[k])) for r in sent.values())
         return batch
