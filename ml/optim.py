@@ -57,16 +57,21 @@ def lean_adam_step(torch_step):
         if not all(_lean(group) for group in self.param_groups):
             with torch.set_grad_enabled(bool(self.defaults.get("differentiable", False))):
                 return torch_step(self, closure)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _evaluate(closure)
         with torch.no_grad():
             for group in self.param_groups:
                 _adam_group(self.state, group)
         return loss
 
     return step
+
+
+def _evaluate(closure) -> torch.Tensor | None:
+    """An optimiser step's closure evaluated with gradients on (its loss), or None."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
 
 
 _TORCH_PATHS = ("amsgrad", "maximize", "foreach", "fused", "capturable", "differentiable")
@@ -145,10 +150,7 @@ def plain_groups(cls: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer
     base_step = cls.step
 
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _evaluate(closure)
         with torch.no_grad():
             for group in self.param_groups:
                 if not group.get("plain_sgd"):

@@ -90,3 +90,30 @@ def test_adam_state_and_settings_as_torch(name: str, settings: dict) -> None:
         for key, value in their_state.items():
             assert our_state[key].dtype == value.dtype
             assert (our_state[key] == value).all(), key
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_a_closure_is_evaluated_with_gradients_and_its_loss_returned(name: str) -> None:
+    reference = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[name]
+
+    def run(optimizer_of) -> tuple[list[torch.Tensor], list[float]]:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        optimizer = optimizer_of(model.parameters())
+        x, y = torch.randn(8, 4), torch.randn(8, 2)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        with torch.no_grad():  # the step turns gradients on for its closure
+            losses = [float(optimizer.step(closure)) for _ in range(3)]
+        return [p.detach().clone() for p in model.parameters()], losses
+
+    ours, our_losses = run(lambda p: make_optimizer(p, name, lr=0.01))
+    theirs, their_losses = run(lambda p: reference(p, lr=0.01))
+    assert our_losses == their_losses and our_losses[0] > our_losses[-1]
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a, b)
