@@ -115,8 +115,9 @@ class Party(PartyState):
         self.graphs: list[tuple[torch.Tensor, list[tuple[int, int]]]] = []
         self._flat = FlatState()  # the model and optimiser in one buffer each, for saving
         self.set_penalty(spec.penalty_scale)
-        if spec.keep:
+        if spec.keep:  # a fresh model on the kept features, drawn as one built on them
             self.keep(spec.keep.get("features"), spec.keep.get("components"))
+            self.model.fresh_inputs(self.n_features)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         opt = dict(self.spec.optimizer)

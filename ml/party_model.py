@@ -84,6 +84,26 @@ class PartyModel(nn.Module):
             self.input_gate.keep(index)
 
     @torch.no_grad()
+    def fresh_inputs(self, built_for: int) -> None:
+        """Draw the input layer as one built on its kept columns alone, after
+        :meth:`keep_inputs` cut it from a layer built for ``built_for`` columns.
+
+        torch draws a Linear layer's weight and bias uniformly within 1/sqrt(fan-in); the kept
+        columns of the wider layer, and its bias, scaled by sqrt(built_for / kept), are so drawn
+        for the kept fan-in. A refit's or a kept count's model (a party set up with a ``keep``
+        instruction) then starts as a model built on those columns does, as the
+        relevant-columns oracle's does, and not at the scale of every column: 7 of real
+        MADELON's 500 columns started within 0.045 instead of 0.38.
+        """
+        layer = self.input_layer
+        kept = layer.in_features
+        if 0 < kept < built_for:
+            scale = (built_for / kept) ** 0.5
+            layer.weight.mul_(scale)
+            if layer.bias is not None:
+                layer.bias.mul_(scale)
+
+    @torch.no_grad()
     def keep_outputs(self, index: torch.Tensor) -> None:
         """Keep only the embedding components at ``index`` (the output layer loses rows)."""
         layer = self.output_layer

@@ -4,7 +4,8 @@ A filter (Gini, F-statistic, random) ranks every feature of every party once; LE
 local lasso rank them by stage 3's scores. Instead of a fixed share, the server tries the best
 k features for k = d, d/2, d/4, ... 1 (d: all features; with ``strategy.select.max_features``
 or ``max_fraction`` only counts within that budget): for each, the parties rebuild their
-models on their part of the best k (a party with none sends nothing) and VFL trains with
+models on their part of the best k, drawn as models built on those features alone (a party
+with none sends nothing), and VFL trains with
 early stopping on validation, on batches counted from that training's own first epoch (so a
 count trains alike whichever counts came before it). The halving stops once two counts in a
 row score more than three standard errors below the best so far (:func:`halve`); the counts

@@ -1,7 +1,9 @@
 """The refits of a regularisation path (:mod:`vflfs.strategies.path`), and the choice among them.
 
 4. **Refit.** The parties rebuild their bottom models on a candidate's features and
-   components only (layers shrunk, no gates, no penalty), the server its top model, and VFL
+   components only (layers shrunk, no gates, no penalty; the input layer drawn at the scale
+   of the kept columns, as a model built on them alone:
+   :meth:`~vflfs.ml.party_model.PartyModel.fresh_inputs`), the server its top model, and VFL
    trains them with early stopping on validation. The candidates are the chosen point, the
    best-scoring one and sparser ones near the best (:func:`candidates`), then up to
    ``path.refit_probes`` top-k sets of the path's ranking between them

@@ -196,3 +196,37 @@ def test_replies_arriving_in_any_order_give_the_same_run(tmp_path):
     expected = run_local(cfg, tmp_path / "a")["step_losses"]
     got = run_experiment(Reversed(client_app, 3), cfg, tmp_path / "b")["step_losses"]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_a_party_on_kept_features_starts_as_a_model_built_on_them():
+    """A refit's (or a kept count's) party draws its input layer at the scale of the kept
+    columns' fan-in, as a model built on them alone: the full layer's draws for those columns,
+    scaled by sqrt(all / kept) (torch draws weight and bias within 1/sqrt(fan-in))."""
+    exp = Experiment.from_config(tiny_config())
+    spec = exp.party_spec(0)
+    rows = {"train": exp.splits.train, "eval": exp.splits.test}
+    full = party_store.PartyStore(_context(1)).create(spec, "n1", rows)
+    kept = [0, 3]
+    refit = party_store.PartyStore(_context(2)).create(
+        {**spec, "keep": {"features": kept}}, "n2", rows
+    )
+    n = full.n_features
+    layer, wide = refit.model.input_layer, full.model.input_layer
+    scale = (n / len(kept)) ** 0.5
+    np.testing.assert_allclose(
+        layer.weight.detach(), wide.weight.detach()[:, kept] * scale, rtol=1e-6
+    )
+    np.testing.assert_allclose(layer.bias.detach(), wide.bias.detach() * scale, rtol=1e-6)
+    bound = 1 / len(kept) ** 0.5
+    assert float(layer.weight.abs().max()) <= bound * (1 + 1e-6)
+    assert float(layer.weight.abs().max()) > 2 / n**0.5  # not at every column's scale
+    # Only the input layer: the kept party's other layers are the full party's
+    later = [p.detach() for p in refit.model.bottom.net[1:].parameters()]
+    for a, b in zip(later, full.model.bottom.net[1:].parameters(), strict=True):
+        np.testing.assert_array_equal(a, b.detach())
+
+
+def _context(node: int):
+    from flwr.app import Context, RecordDict
+
+    return Context(run_id=7, node_id=node, node_config={}, state=RecordDict(), run_config={})
