@@ -92,8 +92,8 @@ class PartyModel(nn.Module):
         columns of the wider layer, and its bias, scaled by sqrt(built_for / kept), are so drawn
         for the kept fan-in. A refit's or a kept count's model (a party set up with a ``keep``
         instruction) then starts as a model built on those columns does, as the
-        relevant-columns oracle's does, and not at the scale of every column: 7 of real
-        MADELON's 500 columns started within 0.045 instead of 0.38.
+        relevant-columns oracle's does, and not at the scale of every column of the party: a
+        party of 167 of real MADELON's columns keeping 3 drew them within 0.077, not 0.58.
         """
         layer = self.input_layer
         kept = layer.in_features
