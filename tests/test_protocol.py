@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from flwr.app import Context, RecordDict
 
 from vflfs.client_app import party_store
 from vflfs.client_app.data import party_data
@@ -102,12 +103,10 @@ def test_state_is_restored_from_context_when_the_cache_is_dropped(tmp_path, monk
 
 def test_cache_is_ignored_when_context_state_is_newer():
     """A cached party whose version differs from context.state is not used."""
-    from flwr.app import Context, RecordDict
-
     cfg = tiny_config()
     exp = Experiment.from_config(cfg)
     spec = exp.party_spec(0)
-    ctx = Context(run_id=7, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    ctx = _context(1)
     rows = {"train": exp.splits.train, "eval": exp.splits.test}
     mine = party_store.PartyStore(ctx)
     party = mine.create(spec, "n1", rows)
@@ -226,7 +225,6 @@ def test_a_party_on_kept_features_starts_as_a_model_built_on_them():
         np.testing.assert_array_equal(a, b.detach())
 
 
-def _context(node: int):
-    from flwr.app import Context, RecordDict
-
+def _context(node: int) -> Context:
+    """A party node's empty context (run 7), as a SuperNode starts one."""
     return Context(run_id=7, node_id=node, node_config={}, state=RecordDict(), run_config={})
