@@ -74,14 +74,20 @@ def local_selection(
     frozen current embeddings of ``rows`` on them with proximal SGD on the input columns,
     then remove every feature whose column is zero. Returns the proxy losses, the path's
     records and one score per feature of the party's full set (0 for a feature it had
-    already removed; :func:`leave_scores`)."""
+    already removed; :func:`leave_scores`).
+
+    A party that stage 2 closed (no component) keeps nothing, but ranks its features all the
+    same, on every component it has: the server may reopen it where validation says the
+    closure cost accuracy (:meth:`vflfs.strategies.less_vfl.LessVFL.reopen`)."""
     frozen, mask = party.embed(rows)
     if mask is not None:
         raise ValueError("stage 3 needs the full embedding; this party has embedding gates")
-    positions = np.searchsorted(party.components, components)
-    if not np.array_equal(party.components[positions], components):
+    closed = not len(components)
+    ranked = party.components if closed else components
+    positions = np.searchsorted(party.components, ranked)
+    if not np.array_equal(party.components[positions], ranked):
         raise ValueError("can only keep embedding components that are still in use")
-    party.keep(components=components)
+    party.keep(components=ranked)
     X = party.X[torch.as_tensor(rows, device=party.device)]
     targets = torch.as_tensor(frozen[:, positions], device=party.device)
     layer = party.model.input_layer
@@ -94,8 +100,10 @@ def local_selection(
     norms = [r.pop("norms") for r in path] or [column_norms(layer.weight).cpu().numpy()]
     scores = np.zeros(party.X_all.shape[1])
     scores[party.features] = leave_scores(norms)
-    kept = nonzero_columns(layer.weight).cpu().numpy()
-    party.keep(features=party.features[kept])
+    if closed:
+        party.keep(features=party.features[:0], components=components)
+    else:
+        party.keep(features=party.features[nonzero_columns(layer.weight).cpu().numpy()])
     return {"losses": losses, "path": path, "scores": scores}
 
 

@@ -23,7 +23,10 @@ that training's best epoch. With ``select.refine`` the server then bisects betwe
 and the next smaller one tried (k/2, which fell short), until the two are within 1.2x of each
 other, so that the count need not be a power of two; with ``select.refit_patience`` the
 chosen count trains once more with that patience, and the better of its two trainings on
-validation is reported. With ``strategy.keep_fraction`` set, a filter keeps that share instead.
+validation is reported. Before that, a strategy may weigh one more candidate with features its
+ranking could not offer (:meth:`CountChoice.second_look`: LESS-VFL's parties that stage 2
+closed, reopened); the smallest good count still wins. With ``strategy.keep_fraction`` set,
+a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -62,12 +65,14 @@ class Candidate:
     good: bool = False  # among the counts the choice picks from
     dense: bool = False  # a model on every feature trained before the choice (not here)
     plain: bool = False  # strategy=vfl's model, trained as that run trains it
+    reopened: tuple[int, ...] = ()  # parties whose every component it reads again (LESS-VFL)
 
     def row(self) -> dict:
         return {
             "k": self.k,
             "dense": self.dense,
             "plain": self.plain,
+            "reopened": list(self.reopened),
             "per_party": [len(k) for k in self.kept],
             "epochs": [self.first, self.stop],
             "val_metric": self.val_metric,
@@ -189,6 +194,8 @@ class CountChoice:
 
     choosing: list[np.ndarray] | None = None
     plain = False  # training strategy=vfl's model (every feature and component)
+    reopened: tuple[int, ...] = ()  # the parties of the candidate in training (or reported)
+    # that read every component again (Candidate.reopened)
 
     def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
         super().__init__(cfg, run_settings)  # type: ignore[call-arg]
@@ -213,15 +220,21 @@ class CountChoice:
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
-        def attempt(k: int) -> Candidate:
+        def attempt(k: int, like: Candidate | None = None) -> Candidate:
             first = len(result.history)
-            candidate = Candidate(k, best_k(ranks, k), first, first)
+            if like is None:  # the best k of the ranking
+                like = Candidate(k, best_k(ranks, k), 0, 0)
+            candidate = Candidate(k, like.kept, first, first, reopened=like.reopened)
             self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
             tried.append(candidate)
-            log.info("%s: best %d features: validation %.4f", self.name, k, candidate.val_metric)
+            what = "best" if not candidate.reopened else f"reopening {list(candidate.reopened)}:"
+            log.info(
+                "%s: %s %d features: validation %.4f", self.name, what, k, candidate.val_metric
+            )
             return candidate
 
-        ladder = counts(total, feature_budget(s.max_features, s.max_fraction, total))
+        budget = feature_budget(s.max_features, s.max_fraction, total)
+        ladder = counts(total, budget)
         dense = self.dense_candidate() if ladder[0] == total else None
         if dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
             attempt(ladder[0])
@@ -235,6 +248,10 @@ class CountChoice:
         if s.refine:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
+        wider = self.second_look(chosen)
+        if wider is not None and wider.k <= (budget or total):  # the smallest good still wins
+            attempt(wider.k, wider)
+            chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         record = {
             "tried": [c.row() for c in tried],
             "chosen": chosen.k,
@@ -244,7 +261,7 @@ class CountChoice:
         if s.refit_patience:
             # The chosen count once more, with a longer patience; the better of the two.
             self.patience = s.refit_patience
-            refit = attempt(chosen.k)
+            refit = attempt(chosen.k, chosen)
             tried.pop()
             record["refit"] = refit.row()
             chosen = refit if refit.val_metric >= chosen.val_metric else chosen
@@ -267,11 +284,16 @@ class CountChoice:
         tolerance."""
         s = self.select_settings
         assert s is not None
-        others = [c for c in tried if c.k != chosen.k]
+        others = [c for c in tried if (c.k, c.reopened) != (chosen.k, chosen.reopened)]
         chosen, slack = smallest_good(
             [*others, chosen, plain], experiment, s.tolerance, s.standard_errors
         )
         return chosen, slack
+
+    def second_look(self, chosen: Candidate) -> Candidate | None:
+        """One more candidate to weigh against the count chosen, with features the ranking
+        could not offer, at parties it reopens (LESS-VFL: those stage 2 closed); None: none."""
+        return None
 
     def dense_candidate(self) -> Candidate | None:
         """A model on every feature trained before the choice, to stand for the count d
@@ -308,6 +330,7 @@ class CountChoice:
     def report(self, result: RunResult, chosen: Candidate) -> None:
         """The reported model: ``chosen``'s best epoch, its features and components."""
         result.best_from, result.best_to = chosen.first, chosen.stop
+        self.reopened = chosen.reopened
         size = int(self.cfg.model.bottom.embedding_size)
         for m, (p, kept) in enumerate(zip(result.parties, chosen.kept, strict=True)):
             p.selected_at_best = kept.tolist()
@@ -324,7 +347,7 @@ class CountChoice:
         epochs: int,
     ) -> None:
         """Fresh models on ``candidate``'s features, VFL with early stopping."""
-        self.choosing = candidate.kept
+        self.choosing, self.reopened = candidate.kept, candidate.reopened
         with federation.traffic.in_phase("setup"):
             self.setup_parties(federation, experiment)
         self.widths = [
@@ -362,8 +385,9 @@ class CountChoice:
 
     def candidate_components(self, m: int) -> list[int]:
         """The embedding components party ``m`` sends while it keeps a feature: all while
-        training strategy=vfl's model, else :meth:`count_components`."""
-        if self.plain:
+        training strategy=vfl's model or where the candidate reopened the party, else
+        :meth:`count_components`."""
+        if self.plain or m in self.reopened:
             return list(range(int(self.cfg.model.bottom.embedding_size)))
         return self.count_components(m)
 
