@@ -36,8 +36,6 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from omegaconf import DictConfig
 
@@ -62,42 +60,9 @@ from .gini import global_ranks
 from .path_choice import good_scores, tolerance
 from .registry import register
 from .result import RunResult
-from .settings import typed
+from .settings import PartyStageSettings, ServerStageSettings, StageSettings, typed
 from .strategy import EpochCallback, log
 from .vfl import VFL
-
-
-@dataclass(frozen=True)
-class StageSettings:
-    """``strategy.server`` (stage 2) or ``strategy.party`` (stage 3): proximal SGD at ``lr``,
-    tau = ``lam`` x ``prox_lr``, ``epochs`` over the training rows in batches of
-    ``batch_size`` (None: training.batch_size). No defaults: the YAML files hold them."""
-
-    lam: float
-    lr: float
-    prox_lr: float
-    epochs: int
-    batch_size: int | None
-
-
-@dataclass(frozen=True)
-class ServerStageSettings(StageSettings):
-    """``strategy.server``: stage 2's proximal SGD and its path (``path_points`` 0: the fixed
-    ``lam``, the paper; else lambda from ``lam`` x ``path_growth`` per point, chosen on the
-    validation rows' embeddings)."""
-
-    path_points: int
-    path_growth: float
-
-
-@dataclass(frozen=True)
-class PartyStageSettings(StageSettings):
-    """``strategy.party``: stage 3's proximal SGD and its local path (``path_points`` 0: the
-    fixed ``lam``)."""
-
-    path_points: int
-    path_tolerance: float
-    path_extend: int
 
 
 @register

@@ -125,6 +125,39 @@ class GateSettings:
         return out
 
 
+@dataclass(frozen=True)
+class StageSettings:
+    """``strategy.server`` (stage 2) or ``strategy.party`` (stage 3): proximal SGD at ``lr``,
+    tau = ``lam`` x ``prox_lr``, ``epochs`` over the training rows in batches of
+    ``batch_size`` (None: training.batch_size). No defaults: the YAML files hold them."""
+
+    lam: float
+    lr: float
+    prox_lr: float
+    epochs: int
+    batch_size: int | None
+
+
+@dataclass(frozen=True)
+class ServerStageSettings(StageSettings):
+    """``strategy.server``: stage 2's proximal SGD and its path (``path_points`` 0: the fixed
+    ``lam``, the paper; else lambda from ``lam`` x ``path_growth`` per point, chosen on the
+    validation rows' embeddings)."""
+
+    path_points: int
+    path_growth: float
+
+
+@dataclass(frozen=True)
+class PartyStageSettings(StageSettings):
+    """``strategy.party``: stage 3's proximal SGD and its local path (``path_points`` 0: the
+    fixed ``lam``)."""
+
+    path_points: int
+    path_tolerance: float
+    path_extend: int
+
+
 def store_schemas() -> None:
     """Register the schemas above and the path's (defaults included) in Hydra's ConfigStore."""
     from hydra.core.config_store import ConfigStore
