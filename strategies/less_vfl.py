@@ -180,7 +180,11 @@ class LessVFL(CountChoice, VFL):
         closure cost accuracy."""
         if not self.closed_scores or chosen.dense or chosen.plain:
             return None
-        kept_scores = [s[k] for s, k in zip(self.scores, chosen.kept, strict=True) if len(k)]
+        kept_scores = [
+            s[k]
+            for m, (s, k) in enumerate(zip(self.scores, chosen.kept, strict=True))
+            if len(k) and m not in self.closed_scores  # a closed party's features read nothing
+        ]
         if not kept_scores:
             return None
         floor = max(float(np.min(np.concatenate(kept_scores))), np.finfo(float).tiny)
