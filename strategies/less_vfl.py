@@ -194,6 +194,12 @@ class LessVFL(CountChoice, VFL):
             if len(best):
                 kept[m], reopened = best, [*reopened, m]
         if not reopened:
+            log.info(
+                "%s: parties %s, closed by stage 2, stay closed: none of their features ranks "
+                "with those kept",
+                self.name,
+                sorted(self.closed_scores),
+            )
             return None
         k = sum(len(f) for f in kept)
         return Candidate(k, kept, 0, 0, reopened=tuple(reopened))
