@@ -166,10 +166,11 @@ def jobs(s: SklearnSet, data: Path, strategies: list[str], extra: list[str]):
     path, relevant = s.make(data)
     task = ["dataset.params.task=regression"] if s.regression else []
     common = ["dataset=npz", f"dataset.params.path={path}", "split=random", *task, *extra]
+    listed = f"dataset.params.relevant=[{','.join(map(str, relevant))}]"
     for strategy in strategies:
-        listed = f"dataset.params.relevant=[{','.join(map(str, relevant))}]"
         yield strategy, [*common, listed, f"split.num_parties={s.parties}", f"strategy={strategy}"]
-    X, y = np.load(path)["X"], np.load(path)["y"]
+    with np.load(path) as arrays:
+        X, y = arrays["X"], arrays["y"]
     oracle = data / f"{s.name}_informative.npz"
     np.savez(oracle, X=X[:, relevant], y=y)
     parties = min(s.parties, len(relevant))
