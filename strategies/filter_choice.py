@@ -23,10 +23,10 @@ that training's best epoch. With ``select.refine`` the server then bisects betwe
 and the next smaller one tried (k/2, which fell short), until the two are within 1.2x of each
 other, so that the count need not be a power of two; with ``select.refit_patience`` the
 chosen count trains once more with that patience, and the better of its two trainings on
-validation is reported. Before that, a strategy may weigh one more candidate with features its
-ranking could not offer (:meth:`CountChoice.second_look`: LESS-VFL's parties that stage 2
-closed, reopened); the smallest good count still wins. With ``strategy.keep_fraction`` set,
-a filter keeps that share instead.
+validation is reported. Before that, a strategy may weigh one more candidate its counts could
+not offer (:meth:`CountChoice.second_look`: LESS-VFL's with every embedding component, and
+with the features of parties stage 2 closed); the smallest good count still wins. With
+``strategy.keep_fraction`` set, a filter keeps that share instead.
 """
 
 from __future__ import annotations
@@ -227,7 +227,11 @@ class CountChoice:
             candidate = Candidate(k, like.kept, first, first, reopened=like.reopened)
             self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
             tried.append(candidate)
-            what = "best" if not candidate.reopened else f"reopening {list(candidate.reopened)}:"
+            what = (
+                "best"
+                if not candidate.reopened
+                else f"(all components at {list(candidate.reopened)})"
+            )
             log.info(
                 "%s: %s %d features: validation %.4f", self.name, what, k, candidate.val_metric
             )
@@ -248,7 +252,7 @@ class CountChoice:
         if s.refine:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
-        wider = self.second_look(chosen)
+        wider = self.second_look(chosen, tried)
         if wider is not None and wider.k <= (budget or total):  # the smallest good still wins
             attempt(wider.k, wider)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
@@ -290,9 +294,9 @@ class CountChoice:
         )
         return chosen, slack
 
-    def second_look(self, chosen: Candidate) -> Candidate | None:
-        """One more candidate to weigh against the count chosen, with features the ranking
-        could not offer, at parties it reopens (LESS-VFL: those stage 2 closed); None: none."""
+    def second_look(self, chosen: Candidate, tried: list[Candidate]) -> Candidate | None:
+        """One more candidate to weigh against the count ``chosen`` among ``tried``, which
+        reads every component at the parties it names (``Candidate.reopened``); None: none."""
         return None
 
     def dense_candidate(self) -> Candidate | None:

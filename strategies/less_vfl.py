@@ -25,10 +25,11 @@ Feature Selection for Vertical Federated Learning", ICML 2023 (Algorithm 1; spec
    chooses how many to keep on validation (:class:`CountChoice`: the best d, d/2, ... 1
    features, each trained on stage 2's components with early stopping, the pre-trained model
    standing for all d; the smallest within one standard error). A party stage 2 closed
-   ranks its features in stage 3 all the same (on all its components) and keeps none; its
-   features that rank with those the choice kept are weighed in one more candidate
-   (:meth:`LessVFL.reopen`), which wins only where validation says the closure cost
-   accuracy. With
+   ranks its features in stage 3 all the same (on all its components) and keeps none. One
+   more candidate reads every component at the parties that keep a feature, with the closed
+   parties' features that rank with those kept
+   (:class:`~vflfs.strategies.less_vfl_review.Stage2Review`); it wins only where validation
+   says stage 2's cut cost accuracy. With
    ``select: null`` (the paper) standard VFL continues on stage 3's own selection, up to
    ``training.epochs`` epochs in all. Removed features and components are no longer computed
    or sent.
@@ -57,6 +58,7 @@ from vflfs.server_app.experiment import Experiment
 from .early_stopping import learned_level
 from .filter_choice import Candidate, CountChoice
 from .gini import global_ranks
+from .less_vfl_review import Stage2Review
 from .path_choice import good_scores, tolerance
 from .registry import register
 from .result import RunResult
@@ -66,7 +68,7 @@ from .vfl import VFL
 
 
 @register
-class LessVFL(CountChoice, VFL):
+class LessVFL(Stage2Review, CountChoice, VFL):
     """LESS-VFL (Castiglia et al., ICML 2023): the three stages, then VFL on what was kept."""
 
     name = "less_vfl"
@@ -158,51 +160,6 @@ class LessVFL(CountChoice, VFL):
             val_losses=self.val_losses_at_lowest,
             dense=True,
         )
-
-    def second_look(self, chosen: Candidate) -> Candidate | None:
-        """The parties stage 2 closed, reopened (:meth:`reopen`)."""
-        return self.reopen(chosen)
-
-    def reopen(self, chosen: Candidate) -> Candidate | None:
-        """``chosen`` plus the features of the parties stage 2 closed that their own stage-3
-        ranking (on all their components) scores at least as high as the lowest-scored
-        feature ``chosen`` keeps, those parties reading every component again. None where no
-        party was closed, no such feature exists, or ``chosen`` is the model on every feature.
-
-        Stage 2 judges a party by the pre-trained embeddings; where the dense model learned
-        little of a party's few relevant columns among many, the party looks like noise and
-        closes (3000 rows, 300 columns over 4 parties, 8 relevant: a party holding 2 of them
-        closed beside a party of noise, 61.7% on test against 83.8% for local_lasso). Stage 3
-        scores on one grid of lambdas at every party, so a closed party's relevant columns
-        outrank its noise as the open parties' do. The candidate wins only where ``chosen``
-        no longer scores within the tolerance of it
-        (:func:`~vflfs.strategies.filter_choice.smallest_good`): validation decides whether the
-        closure cost accuracy."""
-        if not self.closed_scores or chosen.dense or chosen.plain:
-            return None
-        kept_scores = [
-            s[k]
-            for m, (s, k) in enumerate(zip(self.scores, chosen.kept, strict=True))
-            if len(k) and m not in self.closed_scores  # a closed party's features read nothing
-        ]
-        if not kept_scores:
-            return None
-        floor = max(float(np.min(np.concatenate(kept_scores))), np.finfo(float).tiny)
-        kept, reopened = list(chosen.kept), []
-        for m, scores in sorted(self.closed_scores.items()):
-            best = np.flatnonzero(scores >= floor).astype(np.int64)
-            if len(best):
-                kept[m], reopened = best, [*reopened, m]
-        if not reopened:
-            log.info(
-                "%s: parties %s, closed by stage 2, stay closed: none of their features ranks "
-                "with those kept",
-                self.name,
-                sorted(self.closed_scores),
-            )
-            return None
-        k = sum(len(f) for f in kept)
-        return Candidate(k, kept, 0, 0, reopened=tuple(reopened))
 
     def dense_candidate(self) -> Candidate | None:
         """The pre-trained model stands for all d features when validation ended stage 1

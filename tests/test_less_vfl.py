@@ -346,7 +346,18 @@ class ClosingParty1(LessVFL):
         return keep
 
 
+class OneComponent(LessVFL):
+    """LESS-VFL whose stage 2 leaves every party one embedding component (the narrow cut a
+    weak pre-training can make)."""
+
+    name = "less_vfl_one_component"
+
+    def significant_components(self, federation, experiment, result):
+        return [np.arange(1, dtype=np.int64) for _ in self.widths]
+
+
 register(ClosingParty1)
+register(OneComponent)
 
 
 def closing_run(tmp_path, holders: list[int]) -> dict:
@@ -393,3 +404,29 @@ def test_a_closed_party_of_noise_stays_closed(tmp_path):
     choice = summary["extra"]["count_choice"]
     assert not any(c["reopened"] and c["k"] == choice["chosen"] for c in choice["tried"])
     assert summary["parties"][1]["selected"] == []
+
+
+def test_parties_left_one_component_read_all_of_them_where_validation_asks(tmp_path):
+    """Four classes, the quadrants of two columns of party 1 (the rest noise), and stage 2
+    leaves every party one component. The count choice's last candidate keeps the chosen
+    features with every component, and wins on validation: the reported model reads all of
+    party 1's components."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(900, 90))
+    y = 2 * (x[:, 30] > 0) + (x[:, 31] > 0)
+    path = save_npz(tmp_path / "data.npz", X=x, y=y)
+    cfg = compose_config(
+        f"dataset=npz dataset.params.path={path} strategy=less_vfl "
+        f"strategy.name={OneComponent.name} threads=1"
+    )
+    summary = run_local(cfg, tmp_path / "out")
+    assert summary["extra"]["components_kept"] == [1, 1, 1]
+    choice = summary["extra"]["count_choice"]
+    wider = [c for c in choice["tried"] if c["reopened"]]
+    assert len(wider) == 1
+    narrow = next(c for c in choice["tried"] if c["k"] == wider[0]["k"] and not c["reopened"])
+    assert wider[0]["per_party"] == narrow["per_party"]
+    holders = [m for m, n in enumerate(narrow["per_party"]) if n]
+    assert wider[0]["reopened"] == holders
+    assert wider[0]["good"] and not narrow["good"] and choice["chosen"] == wider[0]["k"]
+    assert all(summary["parties"][m]["components"] is None for m in holders)  # all of them
