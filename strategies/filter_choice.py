@@ -139,13 +139,14 @@ def smallest_good(
 ) -> tuple[Candidate, float]:
     """The smallest good count: its validation score within the tolerance of the best, and
     its validation loss, sample by sample, within one standard error of the lowest
-    (:func:`~vflfs.strategies.path_choice.good_scores`)."""
+    (:func:`~vflfs.strategies.path_choice.good_scores`). Of two good candidates on the same
+    features, the one that reads fewer parties' every component (``reopened``) is smaller."""
     best = max(c.val_metric for c in tried)
     slack = tolerance(setting, experiment, best, standard_errors)
     good = set(good_scores([c.val_metric for c in tried], slack, [c.val_losses for c in tried]))
     for i, c in enumerate(tried):
         c.good = i in good
-    return min((c for c in tried if c.good), key=lambda c: c.k), slack
+    return min((c for c in tried if c.good), key=lambda c: (c.k, len(c.reopened))), slack
 
 
 def bisect(

@@ -58,6 +58,23 @@ def test_the_halving_stops_after_two_counts_in_a_row_fall_far_short():
     assert run({20: 0.89, 10: 0.80, 5: 0.88, 2: 0.83, 1: 0.6}) == ([20, 10, 5, 2, 1], [])
 
 
+def test_of_two_good_candidates_on_the_same_features_the_narrower_is_chosen():
+    """LESS-VFL's second look trains the chosen features again with every component: where
+    both score alike, the candidate that reads stage 2's components stays the choice,
+    wherever it comes in the list (the dense model's weighing puts the chosen count last)."""
+    from vflfs.strategies.filter_choice import Candidate, smallest_good
+
+    kept = [np.arange(5), np.arange(5)]
+    narrow = Candidate(10, kept, 0, 0, val_metric=0.90)
+    wide = Candidate(10, kept, 0, 0, val_metric=0.91, reopened=(0, 1))
+    dense = Candidate(40, [np.arange(20)] * 2, 0, 0, val_metric=0.91, dense=True)
+    for order in ([dense, wide, narrow], [dense, narrow, wide]):
+        chosen, _ = smallest_good(order, None, 0.05, 1.0)  # type: ignore[arg-type]
+        assert chosen is narrow
+    short = Candidate(10, kept, 0, 0, val_metric=0.80)
+    assert smallest_good([dense, short, wide], None, 0.05, 1.0)[0] is wide  # type: ignore[arg-type]
+
+
 def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of_two():
     """Between the ladder's smallest good count (20) and the next one (10, short), the
     bisection halves the interval: a good count becomes its upper end, a short one its lower,
