@@ -2,9 +2,11 @@
 
 The selection benchmark (:mod:`benchmarks.selection`) draws its labels from random teacher
 networks; the defaults were measured there and on the Table III datasets. These sets come from
-``sklearn.datasets.make_classification`` and ``make_regression`` instead (Gaussian clusters on
-hypercube vertices, a linear target), with shapes, class counts, label noise, scales and party
-counts that no default was chosen on, and the columns permuted so that the informative ones
+``sklearn.datasets`` instead: ``make_classification`` (Gaussian clusters on hypercube
+vertices), ``make_regression`` (a linear target), ``make_gaussian_quantiles`` and
+``make_hastie_10_2`` (classes by the distance from the centre, which no column's mean shows),
+with shapes, class counts, label noise, scales and party counts that no default was chosen on,
+and the columns permuted so that the informative ones
 land at random parties (``split=random``). Every strategy runs on its defaults through the
 bring-your-own-data path (``dataset=npz`` with ``dataset.params.relevant``), as a user runs it
 (``python -m vflfs.runtime.cli engine=local``, a fresh process each), beside ``oracle_vfl``: the
@@ -29,7 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import make_classification, make_regression
+from sklearn.datasets import (
+    make_classification,
+    make_gaussian_quantiles,
+    make_hastie_10_2,
+    make_regression,
+)
 
 STRATEGIES = (
     "vfl",
@@ -45,25 +52,47 @@ STRATEGIES = (
 
 @dataclass(frozen=True)
 class SklearnSet:
-    """One generated set: ``make_classification`` (or ``make_regression``) arguments, the
-    number of parties, and whether every column is then scaled by 10^U(-3, 3) and shifted."""
+    """One generated set: the generator (``kind``) and its arguments, the number of parties,
+    the Gaussian noise columns appended (``noise``; ``make_classification`` and
+    ``make_regression`` draw their own), and whether every column is then scaled by
+    10^U(-3, 3) and shifted."""
 
     name: str
     parties: int
     kwargs: dict = field(default_factory=dict)
-    regression: bool = False
+    kind: str = "classification"  # or regression, quantiles, hastie
+    noise: int = 0
     rescale: bool = False
+
+    @property
+    def regression(self) -> bool:
+        return self.kind == "regression"
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """X (the informative columns first), y, and the number of informative columns."""
+        kw = dict(self.kwargs)
+        if self.kind == "classification":
+            X, y = make_classification(n_redundant=0, n_repeated=0, shuffle=False, **kw)
+            return X, y, kw["n_informative"]
+        if self.kind == "regression":
+            X, y = make_regression(shuffle=False, **kw)
+            return X, y, kw["n_informative"]
+        if self.kind == "quantiles":
+            X, y = make_gaussian_quantiles(**kw)
+        elif self.kind == "hastie":
+            X, y = make_hastie_10_2(**kw)
+            y = (y > 0).astype(np.int64)
+        else:
+            raise ValueError(f"unknown kind {self.kind!r}")
+        return X, y, X.shape[1]
 
     def make(self, folder: Path) -> tuple[Path, list[int]]:
         """Write ``<folder>/<name>.npz`` (``X``, ``y``); return its path and the informative
         columns' positions after the seeded permutation."""
-        kw = {"shuffle": False, **self.kwargs}
-        if self.regression:
-            X, y = make_regression(**kw)
-        else:
-            X, y = make_classification(n_redundant=0, n_repeated=0, **kw)
-        informative = kw["n_informative"]
-        rng = np.random.default_rng(kw["random_state"])
+        X, y, informative = self.draw()
+        rng = np.random.default_rng(self.kwargs["random_state"])
+        if self.noise:
+            X = np.hstack([X, rng.normal(size=(len(X), self.noise))])
         order = rng.permutation(X.shape[1])
         X = X[:, order]
         if self.rescale:
@@ -123,13 +152,21 @@ SETS = (
         "regression",
         3,
         dict(n_samples=3000, n_features=100, n_informative=5, noise=5.0, random_state=22),
-        regression=True,
+        kind="regression",
     ),
     SklearnSet(
         "8_parties_noisy_labels",
         8,
         dict(n_samples=4000, n_features=400, n_informative=10, flip_y=0.1, random_state=23),
     ),
+    SklearnSet(
+        "radial_3_classes",
+        4,
+        dict(n_samples=4000, n_features=6, n_classes=3, random_state=24),
+        kind="quantiles",
+        noise=200,
+    ),
+    SklearnSet("hastie", 5, dict(n_samples=5000, random_state=25), kind="hastie", noise=290),
 )
 
 

@@ -37,6 +37,22 @@ def test_the_relevant_columns_are_the_informative_ones_after_the_permutation(tmp
     assert len({s.name for s in SETS}) == len(SETS)
 
 
+def test_a_radial_sets_informative_columns_are_its_generators_among_the_noise(tmp_path):
+    """``make_gaussian_quantiles`` draws only informative columns: the set appends noise
+    columns before the permutation, and the recorded relevant columns are the drawn ones."""
+    radial = SklearnSet(
+        "radial", 3, dict(n_samples=200, n_features=3, random_state=6), kind="quantiles", noise=9
+    )
+    path, relevant = radial.make(tmp_path)
+    X, y = np.load(path)["X"], np.load(path)["y"]
+    drawn, labels, informative = radial.draw()
+    assert X.shape == (200, 12) and informative == 3 and np.array_equal(y, labels)
+    matches = {
+        c for j in range(3) for c in range(12) if np.allclose(X[:, c], drawn[:, j], atol=1e-6)
+    }
+    assert matches == set(relevant)
+
+
 def test_a_run_reports_precision_and_recall_and_the_oracle_reads_the_informative_columns(
     tmp_path,
 ):
