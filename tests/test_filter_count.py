@@ -3,6 +3,7 @@ of each filter."""
 
 from __future__ import annotations
 
+import csv
 import math
 from itertools import pairwise
 
@@ -113,6 +114,28 @@ def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_othe
 
     bisect(tried, tried[0], 0.05, attempt)
     assert [c.k for c in tried[2:]] == [1500, 1250, 1375]
+
+
+def test_a_filters_count_of_every_feature_is_the_vfl_run(tmp_path):
+    """A filter has no model on every feature before its choice: its first count, d, is
+    strategy=vfl's model trained as that run trains it (initialisation, batches, learning
+    rate, patience), so that the choice weighs the all-features run itself."""
+    vfl = run_local(tiny_config("strategy=vfl training.epochs=6"), tmp_path / "vfl")
+    cfg = tiny_config("strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=6")
+    run = run_local(cfg, tmp_path / "filter")
+    first = run["extra"]["count_choice"]["tried"][0]
+    assert first["plain"] and first["k"] == 40 and sum(first["per_party"]) == 40
+
+    def rows(folder, first: int, stop: int) -> list[tuple[float, float, float]]:
+        with open(folder / "history.csv", newline="") as f:
+            history = list(csv.DictReader(f))[first:stop]
+        return [
+            (float(r["train_loss"]), float(r["val_loss"]), float(r["val_metric"])) for r in history
+        ]
+
+    expected = rows(tmp_path / "vfl", 0, None)
+    assert len(expected) == vfl["epochs_run"]
+    assert np.allclose(rows(tmp_path / "filter", *first["epochs"]), expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("score", ["fstat", "gini"])
