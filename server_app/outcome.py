@@ -47,6 +47,11 @@ def outcome(experiment: Experiment, result: RunResult) -> dict:
             f"selection removed nothing: the model that scored best on validation, path point "
             f"{choice.get('point')}'s own (penalised) model, keeps every feature"
         )
+    if (result.extra.get("count_choice") or {}).get("fallback") == "dense":
+        warnings.append(
+            "selection removed nothing: no smaller count of features scored within the "
+            "tolerance of the model on every feature, so that model is reported"
+        )
     lowered = reduced_warning(result.extra.get("local_steps"))
     if lowered is not None:
         warnings.append(lowered)

@@ -284,6 +284,8 @@ class CountChoice:
             self.train_plain(federation, experiment, result, on_epoch, plain)
             chosen, slack = self.weigh_plain(experiment, tried, chosen, plain)
             record.update(plain=plain.row(), chosen=chosen.k, tolerance=slack)
+        if chosen.k == total:
+            record["fallback"] = "dense"  # no smaller count was good: every feature is kept
         self.report(result, chosen)
         result.extra["count_choice"] = record
         log.info("%s: keeps the best %d features (of %d)", self.name, chosen.k, total)

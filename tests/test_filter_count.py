@@ -10,7 +10,9 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from helpers import run_local, tiny_config
+from vflfs.runtime.config import compose_config
+
+from helpers import run_local, save_npz, tiny_config
 
 
 def test_filter_counts_halve_within_the_budget():
@@ -138,6 +140,28 @@ def test_a_filters_count_of_every_feature_is_the_vfl_run(tmp_path):
     assert np.allclose(rows(tmp_path / "filter", *first["epochs"]), expected, rtol=1e-5)
 
 
+def test_a_filter_that_keeps_every_feature_says_so(tmp_path):
+    """Classes set by the distance from the centre in two of 12 columns, and the other ten
+    shifted a little by class: the F-statistic compares class means, so it ranks the two last,
+    every smaller count drops them, and the run reports the model on every feature with a
+    flag and a warning."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(900, 12))
+    y = (x[:, 3] ** 2 + x[:, 8] ** 2 > np.log(4)).astype(int)  # the median of chi2(2)
+    weak = [j for j in range(12) if j not in (3, 8)]
+    x[:, weak] += 0.2 * y[:, None]
+    path = save_npz(tmp_path / "radial.npz", X=x, y=y)
+    cfg = compose_config(
+        f"dataset=npz dataset.params.path={path} strategy=fstat_filter "
+        "strategy.fstat.key_bits=512 threads=1"
+    )
+    summary = run_local(cfg, tmp_path / "out")
+    choice = summary["extra"]["count_choice"]
+    assert choice["chosen"] == 12 and choice["fallback"] == "dense"
+    assert summary["selection"]["selected_features"] == 12
+    assert any(w.startswith("selection removed nothing") for w in summary["warnings"])
+
+
 @pytest.mark.parametrize("score", ["fstat", "gini"])
 def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
     """Both filters choose their count alike: the halving, then the bisection (each count
@@ -154,6 +178,7 @@ def test_filter_keeps_the_smallest_count_within_the_tolerance(tmp_path, score):
     assert extra and len(set(extra)) == len(extra) and not set(extra) & set(ladder)
     assert any(all(lo < k < hi for k in extra) for hi, lo in pairwise(ladder))
     best = max(c["val_metric"] for c in tried.values())
+    assert choice["chosen"] < 40 and "fallback" not in choice and not summary["warnings"]
     n = summary["samples"]["val"]  # the filters' default: half a binomial standard error
     assert choice["tolerance"] == pytest.approx(0.5 * math.sqrt(max(best * (1 - best), 1 / n) / n))
     good = [k for k, c in tried.items() if c["good"]]
