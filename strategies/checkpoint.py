@@ -23,10 +23,15 @@ give the same steps: a resumed run ends with the history, scores and byte counts
 that was never stopped. The messages of the resume itself (connection, alignment,
 ``query.resume``) are reported apart, in ``results.json``'s ``extra.resumed``.
 
-Strategies whose training is the epoch loop resume: ``vfl``, and the path strategies
-(``stg``, ``fedsdg_fs``, ``group_lasso``), with or without their path; a run with
-cross-validation or a secure interactive layer, and the strategies with phases of their own
-(filters, LESS-VFL), write no checkpoint.
+Every strategy resumes: ``vfl``; the path strategies (``stg``, ``fedsdg_fs``,
+``group_lasso``), with or without their path; LESS-VFL and local lasso, whose run resumed
+after stage 1 has stages 2 and 3's outcome back; and the filters, whose scores and ranking
+come back with the checkpoint. Where a count is chosen on validation, a run resumed in one of
+its trainings goes through the choice again, takes each finished training's outcome from the
+checkpoint's record, and goes on with the one it stopped in
+(:class:`~vflfs.strategies.filter_choice.CountChoice`). A run with cross-validation or a
+secure interactive layer, and ``group_lasso`` without its path (its pruning between two
+trainings), write no checkpoint.
 """
 
 from __future__ import annotations
@@ -98,9 +103,19 @@ def unsupported(strategy: Strategy) -> str | None:
         return "the secure interactive layer's state is not checkpointed"
     fit = type(strategy).fit
     path_fit = isinstance(strategy, PathStrategy) and strategy.path.enabled
-    if fit not in (VFL.fit, PathStrategy.fit) and not path_fit:
+    if fit not in (VFL.fit, PathStrategy.fit) and not path_fit and not _phases_resume(strategy):
         return f"strategy {strategy.name!r} trains in phases of its own"
     return None
+
+
+def _phases_resume(strategy: Strategy) -> bool:
+    """Whether ``strategy``'s phases resume: LESS-VFL's and local lasso's, and the
+    filters' (a run resumed in a count choice goes through its finished trainings again by
+    their record, :class:`~.filter_choice.CountChoice`)."""
+    from .gini_filter import SelectThenTrain
+    from .less_vfl import LessVFL
+
+    return isinstance(strategy, (LessVFL, SelectThenTrain))
 
 
 class Checkpoints:

@@ -27,13 +27,16 @@ validation is reported. Before that, a strategy may weigh one more candidate its
 not offer (:meth:`CountChoice.second_look`: LESS-VFL's with every embedding component, and
 with the features of parties stage 2 closed); the smallest good count still wins. With
 ``strategy.keep_fraction`` set, a filter keeps that share instead.
+
+Each training starts from fresh models, so its outcome depends on its candidate alone: a run
+resumed from a checkpoint (:mod:`vflfs.strategies.checkpoint`) goes through the choice again,
+takes each training it had finished from the checkpoint's record
+(:meth:`CountChoice.recorded`), and goes on with the one it stopped in from its epoch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from omegaconf import DictConfig
@@ -43,151 +46,20 @@ from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint_hooks import resuming
+from .count_ladder import (
+    Candidate,
+    CountSettings,
+    best_k,
+    bisect,
+    counts,
+    halve,
+    smallest_good,
+)
 from .interactive import make_layer
-from .path import tolerance
-from .path_choice import FINE_RATIO, good_scores
 from .result import RunResult
-from .settings import check_budget, feature_budget, typed
+from .settings import feature_budget, typed
 from .strategy import EpochCallback, log
-
-
-@dataclass
-class Candidate:
-    """One kept count and how its training went."""
-
-    k: int
-    kept: list[np.ndarray]  # per party: local indices of its features among the best k
-    first: int  # its first epoch
-    stop: int  # one past its last epoch
-    val_metric: float = float("nan")
-    mb: float = 0.0
-    val_losses: np.ndarray | None = None  # each validation sample's loss at its lowest mean
-    good: bool = False  # among the counts the choice picks from
-    dense: bool = False  # a model on every feature trained before the choice (not here)
-    plain: bool = False  # strategy=vfl's model, trained as that run trains it
-    reopened: tuple[int, ...] = ()  # parties whose every component it reads again (LESS-VFL)
-
-    def row(self) -> dict:
-        return {
-            "k": self.k,
-            "dense": self.dense,
-            "plain": self.plain,
-            "reopened": list(self.reopened),
-            "per_party": [len(k) for k in self.kept],
-            "epochs": [self.first, self.stop],
-            "val_metric": self.val_metric,
-            "val_loss": None if self.val_losses is None else float(np.mean(self.val_losses)),
-            "good": self.good,
-            "mb": self.mb,
-        }
-
-
-def counts(total: int, budget: int | None) -> list[int]:
-    """d, d/2, d/4, ... 1 (rounded up), within ``budget`` (which is itself a count)."""
-    top = total if budget is None else min(total, int(budget))
-    out = []
-    k = top
-    while k >= 1:
-        if k not in out:
-            out.append(k)
-        k = k // 2 if k > 1 else 0
-    return out
-
-
-# The halving stops once FAR_IN_A_ROW counts in a row score more than FAR standard errors (or
-# FAR tolerances, if larger) below the best count so far: each smaller count keeps fewer of
-# the same ranked features, and on text sets the counts below such a fall (a tenth of the
-# columns and fewer) took over half of the count choice's epochs.
-FAR, FAR_IN_A_ROW = 3.0, 2
-
-
-def fallen_short(
-    tried: list[Candidate], experiment: Experiment, setting: float | None, standard_errors: float
-) -> bool:
-    """Whether the last :data:`FAR_IN_A_ROW` counts tried scored more than :data:`FAR` times
-    the tolerance (at least one standard error) below the best count so far."""
-    if len(tried) <= FAR_IN_A_ROW:
-        return False
-    best = max(c.val_metric for c in tried)
-    far = FAR * tolerance(setting, experiment, best, max(standard_errors, 1.0))
-    return all(c.val_metric < best - far for c in tried[-FAR_IN_A_ROW:])
-
-
-def halve(
-    ladder: list[int],
-    tried: list[Candidate],
-    attempt: Callable[[int], Candidate],
-    experiment: Experiment,
-    s: CountSettings,
-) -> list[int]:
-    """Try the counts of ``ladder`` in turn until they have :func:`fallen_short`; returns
-    those not tried."""
-    for i, k in enumerate(ladder):
-        if fallen_short(tried, experiment, s.tolerance, s.standard_errors):
-            return ladder[i:]
-        attempt(k)
-    return []
-
-
-def best_k(ranks: list[np.ndarray], k: int) -> list[np.ndarray]:
-    """Per party: local indices of its features among the k best overall (rank < k)."""
-    return [np.flatnonzero(r < k).astype(np.int64) for r in ranks]
-
-
-def smallest_good(
-    tried: list[Candidate], experiment: Experiment, setting: float | None, standard_errors: float
-) -> tuple[Candidate, float]:
-    """The smallest good count: its validation score within the tolerance of the best, and
-    its validation loss, sample by sample, within one standard error of the lowest
-    (:func:`~vflfs.strategies.path_choice.good_scores`). Of two good candidates on the same
-    features, the one that reads fewer parties' every component (``reopened``) is smaller."""
-    best = max(c.val_metric for c in tried)
-    slack = tolerance(setting, experiment, best, standard_errors)
-    good = set(good_scores([c.val_metric for c in tried], slack, [c.val_losses for c in tried]))
-    for i, c in enumerate(tried):
-        c.good = i in good
-    return min((c for c in tried if c.good), key=lambda c: (c.k, len(c.reopened))), slack
-
-
-def bisect(
-    tried: list[Candidate], chosen: Candidate, slack: float, attempt: Callable[[int], Candidate]
-) -> None:
-    """Try the counts between ``chosen`` and the next smaller count tried (which fell short),
-    halving the interval: a good count (:func:`good_scores` among those tried so far) becomes
-    its upper end. It stops once the ends are within :data:`FINE_RATIO` of each other: each
-    count tried is one more chance for a sparser count to pass the tolerance by chance, and
-    on thousands of features a bisection to a gap of one tried 9-12 counts."""
-    below = [c.k for c in tried if c.k < chosen.k]
-    lo, hi = (max(below) if below else 0), chosen.k
-    while hi - lo > 1 and hi >= FINE_RATIO * lo:
-        mid = (lo + hi) // 2
-        attempt(mid)
-        metrics, losses = [c.val_metric for c in tried], [c.val_losses for c in tried]
-        good = len(tried) - 1 in good_scores(metrics, slack, losses)
-        lo, hi = (lo, mid) if good else (mid, hi)
-
-
-@dataclass(frozen=True)
-class CountSettings:
-    """``strategy.select``: the count's choice (the meaning above). The YAML files hold the
-    first four and ``standard_errors``; ``refine`` and ``refit_patience`` are off unless one
-    sets them."""
-
-    patience: int  # epochs without a better validation score that end one count's training
-    max_epochs: int | None  # None: training.epochs
-    tolerance: float | None  # None: standard_errors standard errors of the best score
-    max_features: int | None  # a budget: try only counts up to it
-    standard_errors: float = 1.0  # the slack in standard errors when tolerance is None
-    max_fraction: float | None = None  # a budget as a share of all features (the smaller one)
-    refine: bool = False  # then bisect between the chosen count k and k/2, to ends within 1.2x
-    refit_patience: int | None = None  # then the chosen count once more with this patience
-
-    def __post_init__(self) -> None:
-        if self.standard_errors < 0:
-            raise ConfigError(
-                f"strategy.select.standard_errors must be >= 0, got {self.standard_errors}"
-            )
-        check_budget("strategy.select", self.max_features, self.max_fraction)
 
 
 class CountChoice:
@@ -197,6 +69,12 @@ class CountChoice:
     plain = False  # training strategy=vfl's model (every feature and component)
     reopened: tuple[int, ...] = ()  # the parties of the candidate in training (or reported)
     # that read every component again (Candidate.reopened)
+    # The choice's trainings so far, in order, and the one in training (a resumed run's
+    # record of them: the module's docstring).
+    trainings: list[Candidate] = []
+    in_training: Candidate | None = None
+    next_training = 0  # how many of the choice's trainings it has gone through
+    held: tuple[int, int | None] = (0, None)  # restarts and patience while d trains as vfl
 
     def __init__(self, cfg: DictConfig, run_settings: RunSettings | None = None) -> None:
         super().__init__(cfg, run_settings)  # type: ignore[call-arg]
@@ -218,15 +96,17 @@ class CountChoice:
             raise ConfigError(f"{self.name} chooses its count on validation: set strategy.select")
         epochs = s.max_epochs or self.training.epochs
         self.patience = s.patience
+        if not resuming(self):  # a resumed run goes through its trainings again
+            self.trainings = []
+        self.next_training = 0
         tried: list[Candidate] = []
         total = sum(len(r) for r in ranks)
 
         def attempt(k: int, like: Candidate | None = None) -> Candidate:
-            first = len(result.history)
             if like is None:  # the best k of the ranking
                 like = Candidate(k, best_k(ranks, k), 0, 0)
-            candidate = Candidate(k, like.kept, first, first, reopened=like.reopened)
-            self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
+            candidate = Candidate(k, like.kept, 0, 0, reopened=like.reopened)
+            self.train_candidate(federation, experiment, result, on_epoch, candidate, epochs)
             tried.append(candidate)
             what = (
                 "best"
@@ -328,14 +208,18 @@ class CountChoice:
         """``candidate`` (every feature and component) trained as ``strategy=vfl`` trains
         its model: the same initialisation, learning rate (however often an earlier stage
         restarted), batches, patience and stall watch."""
-        restarts, patience = self.restarts, self.patience
-        self.restarts, self.patience = 0, self.training.patience
-        self.plain, candidate.first = True, len(result.history)
+        if self.recorded(candidate):
+            return
+        if not resuming(self):  # a resumed training has its restarts back, and ``held``
+            self.held, self.restarts = (self.restarts, self.patience), 0
+        self.plain, self.patience = True, self.training.patience
         try:
-            self.train_on(federation, experiment, result, on_epoch, candidate, self.training.epochs)
+            self.train_candidate(
+                federation, experiment, result, on_epoch, candidate, self.training.epochs
+            )
         finally:
             self.plain = False
-            self.restarts, self.patience = restarts, patience
+            self.restarts, self.patience = self.held
         log.info(
             "%s: all %d features, as vfl: validation %.4f",
             self.name,
@@ -353,6 +237,51 @@ class CountChoice:
             sent = len(self.candidate_components(m)) if len(kept) else 0
             p.components = None if chosen.dense or chosen.plain or sent == size else sent
 
+    def recorded(self, candidate: Candidate) -> bool:
+        """Whether the choice's next training finished before the checkpoint a resumed run
+        started from: then ``candidate`` takes its recorded outcome."""
+        i = self.next_training
+        if i >= len(self.trainings):
+            return False
+        done = self.trainings[i]
+        if (done.k, done.plain, done.reopened) != (
+            candidate.k,
+            candidate.plain,
+            candidate.reopened,
+        ):
+            raise RuntimeError(
+                f"the resumed count choice asked for {candidate.k} features as its training "
+                f"{i + 1}, but its checkpoint recorded {done.k}; fix: rerun=true"
+            )
+        # its flag among the good ones is the choice's to set again, as it was when it finished
+        vars(candidate).update(vars(done), good=False)
+        self.next_training += 1
+        return True
+
+    def train_candidate(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        candidate: Candidate,
+        epochs: int,
+    ) -> None:
+        """The choice's next training, on ``candidate``'s features (:meth:`train_on`), from
+        the next epoch on; in a resumed run, its recorded outcome (:meth:`recorded`) or, for
+        the one in training at the checkpoint, the rest of it."""
+        if self.recorded(candidate):
+            return
+        if resuming(self):
+            assert self.in_training is not None
+            candidate.first = self.in_training.first
+        else:
+            candidate.first = len(result.history)
+        self.in_training = candidate
+        self.train_on(federation, experiment, result, on_epoch, candidate, epochs)
+        self.trainings.append(candidate)
+        self.next_training += 1
+
     def train_on(
         self,
         federation: Federation,
@@ -362,19 +291,22 @@ class CountChoice:
         candidate: Candidate,
         epochs: int,
     ) -> None:
-        """Fresh models on ``candidate``'s features, VFL with early stopping."""
+        """Fresh models on ``candidate``'s features, VFL with early stopping (a resumed
+        training has its models back)."""
         self.choosing, self.reopened = candidate.kept, candidate.reopened
-        with federation.traffic.in_phase("setup"):
-            self.setup_parties(federation, experiment)
-        self.widths = [
-            len(self.candidate_components(m)) if len(k) else 0 for m, k in enumerate(candidate.kept)
-        ]
-        self.server = self.make_server_model(experiment)
-        self.layer = make_layer(self.secure, federation, experiment, self.server)
-        for p, kept in zip(result.parties, candidate.kept, strict=True):
-            p.selected = kept.tolist()
         first = candidate.first
-        result.best_from, result.best_to = first, None  # early stopping within this training
+        if not resuming(self):
+            with federation.traffic.in_phase("setup"):
+                self.setup_parties(federation, experiment)
+            self.widths = [
+                len(self.candidate_components(m)) if len(k) else 0
+                for m, k in enumerate(candidate.kept)
+            ]
+            self.server = self.make_server_model(experiment)
+            self.layer = make_layer(self.secure, federation, experiment, self.server)
+            for p, kept in zip(result.parties, candidate.kept, strict=True):
+                p.selected = kept.tolist()
+            result.best_from, result.best_to = first, None  # early stopping within it
         # Its batches count from its own first epoch: a count's training is the same whichever
         # counts were trained before it (or left out, ``halve``).
         origin, self.shuffle_origin = self.shuffle_origin, first

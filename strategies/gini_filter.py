@@ -19,6 +19,7 @@ from vflfs.federation import Federation
 from vflfs.protocol import KEEP, KeepRequest
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint_hooks import resuming
 from .filter_choice import CountChoice
 from .gini import global_ranks, keep_best, scoring_phase, secure_gini
 from .registry import register
@@ -35,6 +36,7 @@ class SelectThenTrain(CountChoice, VFL):
     phase = "selection"  # traffic phase of the scoring and the removal
     lower_is_better = True
     patience: int | None = None
+    ranks: list[np.ndarray] = []  # each party's features' places in the overall ranking
 
     def party_spec(self, experiment: Experiment, m: int) -> dict:
         spec = super().party_spec(experiment, m)
@@ -53,14 +55,15 @@ class SelectThenTrain(CountChoice, VFL):
         if self.cfg.strategy.get("keep_fraction") is not None:
             super().fit(federation, experiment, result, on_epoch)
             return
-        with scoring_phase(federation, self.phase):
-            scores = self.scores(federation, experiment, result)
-        result.extra["filter"] = {
-            "method": self.name,
-            "scores": [[_finite(v) for v in s] for s in scores],
-        }
-        ranks = global_ranks(scores, self.lower_is_better)
-        self.choose_count(federation, experiment, result, on_epoch, ranks)
+        if not resuming(self):  # a resumed run has its ranking back
+            with scoring_phase(federation, self.phase):
+                scores = self.scores(federation, experiment, result)
+            result.extra["filter"] = {
+                "method": self.name,
+                "scores": [[_finite(v) for v in s] for s in scores],
+            }
+            self.ranks = global_ranks(scores, self.lower_is_better)
+        self.choose_count(federation, experiment, result, on_epoch, self.ranks)
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         if self.patience is None:

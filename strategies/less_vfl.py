@@ -55,8 +55,10 @@ from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint_hooks import resuming
+from .count_ladder import Candidate
 from .early_stopping import learned_level
-from .filter_choice import Candidate, CountChoice
+from .filter_choice import CountChoice
 from .gini import global_ranks
 from .less_vfl_review import Stage2Review
 from .path_choice import good_scores, tolerance
@@ -123,18 +125,10 @@ class LessVFL(Stage2Review, CountChoice, VFL):
         on_epoch: EpochCallback | None,
     ) -> None:
         total = self.training.epochs
-        self.stage = "pretrain"
-        if self.pretrain_epochs is None:
-            self.learned_above = learned_level(experiment)
-            self.patience = self.pretrain_patience
-            self.start_reliably(federation, experiment, result, on_epoch, total)
-            self.pretrained = self.pretrained_candidate(federation, result)
-            self.pretrain_epochs = result.best_from = len(result.history)
-            self.patience = None
-            log.info("%s: pre-trained %d epochs", self.name, self.pretrain_epochs)
-        else:
-            self.run_epochs(federation, experiment, result, on_epoch, 0, self.pretrain_epochs)
-        self.select(federation, experiment, result)
+        # A run resumed after stage 1 has stages 2 and 3's outcome back (components, scores).
+        if not resuming(self) or self.stage == "pretrain":
+            self.pretrain(federation, experiment, result, on_epoch)
+            self.select(federation, experiment, result)
         if self.cfg.strategy.get("select") is not None:
             self.stage = "select"
             ranks = global_ranks(self.scores, lower_is_better=False)
@@ -142,6 +136,27 @@ class LessVFL(Stage2Review, CountChoice, VFL):
             return
         self.stage = "dense"
         self.run_epochs(federation, experiment, result, on_epoch, self.pretrain_epochs, total)
+
+    def pretrain(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        """Stage 1: every feature, until validation stops improving (or
+        ``strategy.pretrain_epochs`` epochs)."""
+        self.stage = "pretrain"
+        if self.pretrain_epochs is None:
+            self.learned_above = learned_level(experiment)
+            self.patience = self.pretrain_patience
+            self.start_reliably(federation, experiment, result, on_epoch, self.training.epochs)
+            self.pretrained = self.pretrained_candidate(federation, result)
+            self.pretrain_epochs = result.best_from = len(result.history)
+            self.patience = None
+            log.info("%s: pre-trained %d epochs", self.name, self.pretrain_epochs)
+        else:
+            self.run_epochs(federation, experiment, result, on_epoch, 0, self.pretrain_epochs)
 
     def pretrained_candidate(self, federation: Federation, result: RunResult) -> Candidate:
         """Stage 1's model (trained on every feature until validation stopped improving) as

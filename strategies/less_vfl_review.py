@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
-from .filter_choice import Candidate
+from .count_ladder import Candidate
 from .strategy import log
 
 
@@ -44,7 +44,7 @@ class Stage2Review:
         parties read too few components, the best of them is widened (four classes in the
         quadrants of two columns of one party: every count at its one component scored 0.56-0.60
         on validation against 0.89). The candidate wins only where no smaller count scores
-        within the tolerance of it (:func:`~vflfs.strategies.filter_choice.smallest_good`):
+        within the tolerance of it (:func:`~vflfs.strategies.count_ladder.smallest_good`):
         validation decides whether stage 2's cut cost accuracy."""
         if chosen.dense or chosen.plain:
             counts = [c for c in tried if not (c.dense or c.plain or c.reopened)]

@@ -284,7 +284,7 @@ def good_scores(
 
 # Counts of features within this ratio of each other are not worth another training between
 # them: the probes between refits stop there (:func:`~.path_probes.next_probe`), as does the
-# filters' count bisection (:func:`vflfs.strategies.filter_choice.bisect`).
+# filters' count bisection (:func:`vflfs.strategies.count_ladder.bisect`).
 FINE_RATIO = 1.2
 
 # Per-sample loss differences below this are ties (nats, or squared standardised errors): where

@@ -16,7 +16,7 @@ from helpers import run_local, save_npz, tiny_config
 
 
 def test_filter_counts_halve_within_the_budget():
-    from vflfs.strategies.filter_choice import counts
+    from vflfs.strategies.count_ladder import counts
 
     assert counts(40, None) == [40, 20, 10, 5, 2, 1]
     assert counts(40, 12) == [12, 6, 3, 1]
@@ -24,7 +24,7 @@ def test_filter_counts_halve_within_the_budget():
 
 def test_a_budget_is_a_count_or_a_share_of_all_features_whichever_is_smaller():
     from vflfs.runtime.config import ConfigError
-    from vflfs.strategies.filter_choice import CountSettings
+    from vflfs.strategies.count_ladder import CountSettings
     from vflfs.strategies.path_choice import PathSettings
     from vflfs.strategies.settings import feature_budget
 
@@ -44,7 +44,7 @@ def test_a_budget_is_a_count_or_a_share_of_all_features_whichever_is_smaller():
 def test_the_halving_stops_after_two_counts_in_a_row_fall_far_short():
     """Far short: more than 3 tolerances (0.02 here) below the best count so far. A count that
     recovers resets the run; two in a row end the halving, and the rest are not tried."""
-    from vflfs.strategies.filter_choice import Candidate, CountSettings, halve
+    from vflfs.strategies.count_ladder import Candidate, CountSettings, halve
 
     def run(scores: dict[int, float]) -> tuple[list[int], list[int]]:
         tried = [Candidate(40, [np.arange(40)], 0, 0, val_metric=0.90)]
@@ -65,7 +65,7 @@ def test_of_two_good_candidates_on_the_same_features_the_narrower_is_chosen():
     """LESS-VFL's second look trains the chosen features again with every component: where
     both score alike, the candidate that reads stage 2's components stays the choice,
     wherever it comes in the list (the dense model's weighing puts the chosen count last)."""
-    from vflfs.strategies.filter_choice import Candidate, smallest_good
+    from vflfs.strategies.count_ladder import Candidate, smallest_good
 
     kept = [np.arange(5), np.arange(5)]
     narrow = Candidate(10, kept, 0, 0, val_metric=0.90)
@@ -83,7 +83,7 @@ def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of
     bisection halves the interval: a good count becomes its upper end, a short one its lower,
     until they meet; each count is tried once."""
 
-    from vflfs.strategies.filter_choice import Candidate, bisect
+    from vflfs.strategies.count_ladder import Candidate, bisect
 
     def score(k: int) -> float:  # 13 or more features carry the signal
         return 0.9 if k >= 13 else 0.6
@@ -103,7 +103,7 @@ def test_the_count_bisection_finds_the_smallest_good_count_between_two_powers_of
 def test_the_count_bisection_stops_once_its_ends_are_within_a_fifth_of_each_other():
     """On thousands of features the bisection does not go down to a gap of one: it stops when
     the short count is within 1.2x of the good one (a gap of 125 here), after three counts."""
-    from vflfs.strategies.filter_choice import Candidate, bisect
+    from vflfs.strategies.count_ladder import Candidate, bisect
 
     def score(k: int) -> float:
         return 0.9 if k >= 1300 else 0.6
