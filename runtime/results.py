@@ -23,6 +23,7 @@ HISTORY = "history.csv"
 CONFIG = "config.yaml"
 ERROR = "error.txt"
 CHECKPOINT = "checkpoint.pt"  # the last epoch boundary of an unfinished run (resume=true)
+FOLDS_DONE = "folds_done.json"  # the folds an unfinished cross-validation completed
 PARTY_STATE = "party-state"  # the parties' saved states (engine=local and simulation)
 # What a run's outcome consists of; removed before a run starts in a folder.
 OUTCOME = (RESULTS, ERROR, HISTORY)
@@ -88,8 +89,9 @@ def write_error(out_dir: Path, error: BaseException, note: str = "") -> None:
 
 
 def resume_hint(out_dir: Path) -> str:
-    """What to do next when a run ended after a checkpoint ("" when it left none)."""
-    if not (Path(out_dir) / CHECKPOINT).exists():
+    """What to do next when a run ended after a checkpoint or a completed cross-validation
+    fold ("" when it left neither)."""
+    if not any((Path(out_dir) / name).exists() for name in (CHECKPOINT, FOLDS_DONE)):
         return ""
     return (
         f"The run's last checkpoint is in {out_dir}: the same run with resume=true continues it "

@@ -2,24 +2,36 @@
 
 Folds re-split the sample indices (seeded, stratified for classification); each fold's
 training rows are sent to the parties in a fresh setup, so scaling is refitted per fold.
+
+A fold checkpoints as a run without folds does (:mod:`vflfs.strategies.checkpoint`), and each
+completed fold's summary and history are written to ``folds_done.json``: a run stopped in fold
+i resumes (``resume=true``) with the folds before it from that record and fold i from its last
+checkpoint, and ends as the run never stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from vflfs.datasets import kfold_splits
 from vflfs.federation import Federation, Traffic
 from vflfs.runtime import results as files
+from vflfs.runtime.output_folder import OutputFolderError, differences
+from vflfs.runtime.settings import TopLevelSettings
 from vflfs.strategies import make_strategy
+from vflfs.strategies.checkpoint import open_checkpoints, run_strategy
 
 from .experiment import Experiment
+
+log = logging.getLogger("vflfs")
 
 FOLDS = "folds.json"
 # Per-fold numbers averaged into the top level of results.json.
@@ -47,31 +59,78 @@ def cross_validate(
     start: float,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Run every fold; write ``folds.json``, a ``history.csv`` with a fold column and the
-    aggregated ``results.json``; return the latter."""
+    """Run every fold (those a stopped run completed: from its record, :func:`folds_done`);
+    write ``folds.json``, a ``history.csv`` with a fold column and the aggregated
+    ``results.json``; return the latter."""
     from .run import summarize
 
+    cfg, top = experiment.cfg, experiment.settings.top
     experiments = fold_experiments(experiment)
     files.write_atomic(out_dir / FOLDS, json.dumps(_fold_indices(experiments)))
-    summaries, history = [], []
-    for i, fold in enumerate(experiments):
+    done = folds_done(out_dir, cfg, top)
+    if done["folds"]:  # the resume's own messages (connection, alignment), reported apart
+        bytes_ = federation.traffic.total_bytes()
+        done["resumed"].append({"after_fold": len(done["folds"]) - 1, "bytes": bytes_})
+        log.info("resuming after fold %d of %d", len(done["folds"]), len(experiments))
+    summaries = [f["summary"] for f in done["folds"]]
+    history = [row for f in done["folds"] for row in f["history"]]
+    for i, fold in enumerate(experiments[len(summaries) :], start=len(summaries)):
         fold_start = start if i == 0 else time.perf_counter()  # fold 0 includes the setup
         if i > 0:
             federation.traffic = Traffic()
         labelled = _fold_label(on_epoch, i, len(experiments))
-        result = make_strategy(experiment.cfg, experiment.settings).start(
-            federation, fold, on_epoch=labelled
-        )
+        strategy = make_strategy(cfg, experiment.settings)
+        checkpoints = open_checkpoints(out_dir, cfg, strategy, federation, top, fold=i)
+        result = run_strategy(strategy, federation, fold, checkpoints, labelled)
         wall = time.perf_counter() - fold_start
-        summary = summarize(experiment.cfg, fold, federation, result, wall)
+        summary = summarize(cfg, fold, federation, result, wall)
         summaries.append({k: v for k, v in summary.items() if k not in ("config", "status")})
         history += [{"fold": i, **row} for row in result.history]
+        done["folds"].append({"summary": summaries[-1], "history": history[-len(result.history) :]})
+        files.write_atomic(out_dir / files.FOLDS_DONE, json.dumps(done))
+        (out_dir / files.CHECKPOINT).unlink(missing_ok=True)  # of the fold just recorded
     aggregate = _aggregate(summaries)
+    if done["resumed"]:
+        aggregate["cv"]["resumed"] = done["resumed"]
     aggregate["wall_time_s"] = _total_wall(summaries, time.perf_counter() - start)
-    aggregate["config"] = summary["config"]
+    aggregate["config"] = OmegaConf.to_container(cfg, resolve=True)
     files.write_history(out_dir, history)
     files.write_results(out_dir, aggregate)
     return aggregate
+
+
+def folds_done(out_dir: Path, cfg: DictConfig, top: TopLevelSettings) -> dict:
+    """The record of the folds a stopped run of ``cfg`` completed in ``out_dir``
+    (``folds``: each one's summary and history rows; ``resumed``: the resumes so far), empty
+    for a new run.
+
+    As a checkpoint is, the record is never silently replaced: without ``resume=true`` or
+    ``rerun=true`` the run is refused with a message naming both, and another configuration
+    cannot continue it."""
+    path = out_dir / files.FOLDS_DONE
+    if not path.exists() or (top.rerun and not top.resume):
+        path.unlink(missing_ok=True)
+        return {"config": OmegaConf.to_container(cfg, resolve=True), "folds": [], "resumed": []}
+    try:
+        done = json.loads(path.read_text())
+        n = len(done["folds"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise OutputFolderError(
+            f"{path} cannot be read ({error}); fix: rerun=true to start afresh"
+        ) from error
+    changed = differences(done["config"], OmegaConf.to_container(cfg, resolve=True))
+    if changed:
+        raise OutputFolderError(
+            f"{out_dir} holds an unfinished cross-validation of another configuration ({n} "
+            f"folds done; {', '.join(changed[:5])} differ); fix: rerun=true to replace it, or "
+            "choose another output folder"
+        )
+    if not top.resume:
+        raise OutputFolderError(
+            f"{out_dir} holds an unfinished cross-validation of this configuration, {n} folds "
+            "done; fix: resume=true to continue it, or rerun=true to start afresh"
+        )
+    return done
 
 
 def _fold_label(

@@ -81,7 +81,10 @@ def run_experiment(
     experiment, strategy = prepare(cfg, out_dir, settings)
     try:
         federation = make_federation(grid, experiment, observers)
-        checkpoints = open_checkpoints(out_dir, cfg, strategy, federation, experiment.settings.top)
+        top = experiment.settings.top
+        # a cross-validation opens each fold's checkpoints (server_app/cross_validation.py)
+        cv = experiment.cv.enabled
+        checkpoints = None if cv else open_checkpoints(out_dir, cfg, strategy, federation, top)
         files.write_config(out_dir, cfg)
         log.info(
             "vflfs: %s on %s, %d parties -> %s",

@@ -29,9 +29,10 @@ after stage 1 has stages 2 and 3's outcome back; and the filters, whose scores a
 come back with the checkpoint. Where a count is chosen on validation, a run resumed in one of
 its trainings goes through the choice again, takes each finished training's outcome from the
 checkpoint's record, and goes on with the one it stopped in
-(:class:`~vflfs.strategies.filter_choice.CountChoice`). A run with cross-validation or a
-secure interactive layer, and ``group_lasso`` without its path (its pruning between two
-trainings), write no checkpoint.
+(:class:`~vflfs.strategies.filter_choice.CountChoice`); ``group_lasso`` without its path,
+before or after its pruning. A run with a secure interactive layer writes no checkpoint. A
+cross-validation checkpoints each fold (the checkpoint names its fold) and
+records the folds it completed (:mod:`vflfs.server_app.cross_validation`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from vflfs.federation import DOWN, Federation
 from vflfs.federation.payload import decode_error
 from vflfs.protocol import RESUME, STEP, ResumeRequest
 from vflfs.runtime.output_folder import OutputFolderError, differences
-from vflfs.runtime.results import CHECKPOINT, PARTY_STATE, write_atomic_bytes
+from vflfs.runtime.results import CHECKPOINT, FOLDS_DONE, PARTY_STATE, write_atomic_bytes
 from vflfs.runtime.settings import TopLevelSettings
 from vflfs.server_app.experiment import Experiment
 
@@ -96,8 +97,6 @@ def unsupported(strategy: Strategy) -> str | None:
     from .path import PathStrategy
     from .vfl import VFL
 
-    if strategy.run_settings.cv.enabled:
-        return "cross-validation runs write no checkpoint"
     secure = getattr(strategy, "secure", None)  # VFL's: the interactive layer's settings
     if secure is not None and secure.enabled:
         return "the secure interactive layer's state is not checkpointed"
@@ -109,23 +108,31 @@ def unsupported(strategy: Strategy) -> str | None:
 
 
 def _phases_resume(strategy: Strategy) -> bool:
-    """Whether ``strategy``'s phases resume: LESS-VFL's and local lasso's, and the
-    filters' (a run resumed in a count choice goes through its finished trainings again by
-    their record, :class:`~.filter_choice.CountChoice`)."""
+    """Whether ``strategy``'s phases resume: LESS-VFL's and local lasso's, the filters' (a
+    run resumed in a count choice goes through its finished trainings again by their record,
+    :class:`~.filter_choice.CountChoice`), and group lasso's without its path (before or
+    after its pruning)."""
     from .gini_filter import SelectThenTrain
+    from .group_lasso import GroupLasso
     from .less_vfl import LessVFL
 
-    return isinstance(strategy, (LessVFL, SelectThenTrain))
+    return isinstance(strategy, (GroupLasso, LessVFL, SelectThenTrain))
 
 
 class Checkpoints:
     """The checkpoints of one run in its output folder."""
 
     def __init__(
-        self, out_dir: Path, cfg: DictConfig, federation: Federation, every_s: float
+        self,
+        out_dir: Path,
+        cfg: DictConfig,
+        federation: Federation,
+        every_s: float,
+        fold: int | None = None,
     ) -> None:
         self.path = Path(out_dir) / CHECKPOINT
         self.cfg = cfg
+        self.fold = fold  # the cross-validation fold it is of (None: the run has no folds)
         self.federation = federation
         n = federation.num_parties
         self.nonces = [""] * n  # each party's setup nonce
@@ -158,6 +165,7 @@ class Checkpoints:
         state = {
             "format": FORMAT,
             "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "fold": self.fold,
             "loop": loop,
             # The strategy's attributes and the result (history, path, refits: thousands of
             # small objects) pickled together, apart from the tensors: torch.save's per-object
@@ -216,9 +224,10 @@ class Checkpoints:
         write_atomic_bytes(self.path, data)
         self._last = time.monotonic()
         log.debug("checkpoint after epoch %d -> %s", epoch, self.path)
-        if os.environ.get(FAIL_AFTER, "") == str(epoch):
+        at = str(epoch) if self.fold is None else f"{self.fold}:{epoch}"  # fold:epoch with folds
+        if os.environ.get(FAIL_AFTER, "") == at:
             raise StoppedAfterCheckpoint(
-                f"stopped after the checkpoint of epoch {epoch} ({FAIL_AFTER}={epoch})"
+                f"stopped after the checkpoint of epoch {at} ({FAIL_AFTER}={at})"
             )
 
     # -- resuming ---------------------------------------------------------------------------
@@ -260,9 +269,11 @@ class Checkpoints:
 
 
 def completed(out_dir: Path) -> None:
-    """The run in ``out_dir`` completed: remove its checkpoint and the parties' state folder
-    (engine=local and simulation; in deployment each party keeps its last two states)."""
+    """The run in ``out_dir`` completed: remove its checkpoint, the record of its folds and
+    the parties' state folder (engine=local and simulation; in deployment each party keeps its
+    last two states)."""
     (Path(out_dir) / CHECKPOINT).unlink(missing_ok=True)
+    (Path(out_dir) / FOLDS_DONE).unlink(missing_ok=True)
     shutil.rmtree(Path(out_dir) / PARTY_STATE, ignore_errors=True)
 
 
@@ -282,23 +293,26 @@ def open_checkpoints(
     strategy: Strategy,
     federation: Federation,
     top: TopLevelSettings,
+    fold: int | None = None,
 ) -> Checkpoints | None:
-    """The run's checkpoints, loaded when ``resume=true`` finds one; None when the strategy
-    cannot resume.
+    """The run's checkpoints (of cross-validation fold ``fold``), loaded when ``resume=true``
+    finds one; None when the strategy cannot resume.
 
     A checkpoint left by an unfinished run is never silently replaced: without ``resume=true``
     or ``rerun=true`` the run is refused with a message naming both. ``top``: the run's
-    top-level settings (``resume``, ``rerun``, ``checkpoint_every_s``).
+    top-level settings (``resume``, ``rerun``, ``checkpoint_every_s``). A checkpoint of an
+    earlier fold, which completed after it (:mod:`vflfs.server_app.cross_validation`), is
+    removed.
     """
     reason = unsupported(strategy)
     path = Path(out_dir) / CHECKPOINT
     if reason is not None:
-        if top.resume:
+        if top.resume and path.exists():
             log.warning("resume=true, but this run cannot resume: %s", reason)
         return None
-    checkpoints = Checkpoints(out_dir, cfg, federation, top.checkpoint_every_s)
+    checkpoints = Checkpoints(out_dir, cfg, federation, top.checkpoint_every_s, fold)
     if not path.exists():
-        if top.resume:
+        if top.resume and not fold:
             log.info("resume=true: no checkpoint in %s, starting from the beginning", out_dir)
         return checkpoints
     if top.rerun and not top.resume:
@@ -318,6 +332,14 @@ def open_checkpoints(
             f"{out_dir} holds an unfinished run of this configuration, checkpointed after epoch "
             f"{saved['loop'].epoch}; fix: resume=true to continue it, or rerun=true to start "
             "afresh"
+        )
+    if fold is not None and (saved.get("fold") or 0) < fold:
+        path.unlink()  # the fold it was of completed
+        return checkpoints
+    if saved.get("fold") != fold:
+        raise OutputFolderError(
+            f"{path} is of fold {saved.get('fold')}, but the run is at fold {fold}: its "
+            "record of the folds done is missing; fix: rerun=true to start afresh"
         )
     checkpoints.saved = saved
     return checkpoints

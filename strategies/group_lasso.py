@@ -24,6 +24,7 @@ from vflfs.protocol import PRUNE, PruneRequest
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
+from .checkpoint_hooks import resuming
 from .path import PathStrategy
 from .registry import register
 from .result import RunResult
@@ -119,9 +120,12 @@ class GroupLasso(PathStrategy):
             super().fit(federation, experiment, result, on_epoch)
             return
         total, lasso = self.training.epochs, self.lasso_epochs
-        if self.run_epochs(federation, experiment, result, on_epoch, 0, lasso) or lasso >= total:
-            return
-        self.prune(federation, result)
+        # a run resumed after the pruning has its pruned models back
+        if not (resuming(self) and "pruned_at_epoch" in result.extra):
+            stopped = self.run_epochs(federation, experiment, result, on_epoch, 0, lasso)
+            if stopped or lasso >= total:
+                return
+            self.prune(federation, result)
         self.run_epochs(federation, experiment, result, on_epoch, lasso, total)
 
     def prune(self, federation: Federation, result: RunResult) -> None:

@@ -130,13 +130,29 @@ STRATEGIES = ("vfl", "stg", "fedsdg_fs", "group_lasso", "less_vfl", "local_lasso
 FILTERS = ("gini_filter", "fstat_filter", "variance_filter", "random_fs")
 
 
-def test_every_strategy_keeps_checkpoints_but_group_lasso_without_its_path():
-    """With its defaults, and a filter with a fixed share too; group lasso's fixed-lambda
-    run (its pruning between two trainings) writes none, and says why."""
+def test_every_strategy_keeps_checkpoints_but_with_the_secure_layer():
+    """With its defaults, a filter with a fixed share and group lasso at a fixed lambda too;
+    a run with the secure interactive layer writes none, and says why."""
     for name in (*STRATEGIES, *FILTERS):
         assert unsupported(make_strategy(tiny_config(f"strategy={name}"))) is None, name
     for name in FILTERS:
         fixed = make_strategy(tiny_config(f"strategy={name} strategy.keep_fraction=0.5"))
         assert unsupported(fixed) is None, name
     lasso = make_strategy(tiny_config("strategy=group_lasso strategy.path.enabled=false"))
-    assert "'group_lasso' trains in phases of its own" in unsupported(lasso)
+    assert unsupported(lasso) is None
+    secure = make_strategy(tiny_config("strategy=vfl secure=plaintext"))
+    assert "secure interactive layer" in unsupported(secure)
+
+
+def test_group_lasso_at_a_fixed_lambda_resumes_before_and_after_its_pruning(tmp_path, monkeypatch):
+    options = (
+        "strategy=group_lasso strategy.path.enabled=false strategy.lasso_epochs=3 "
+        f"training.epochs=6 training.patience=null {EVERY}"
+    )
+    reference = run_job(tiny_config(options), tmp_path / "ref")
+    assert reference["extra"]["pruned_at_epoch"] == 3
+    for at in (1, 4):
+        out = tmp_path / f"run{at}"
+        stopped_run(tiny_config(options), out, at, monkeypatch)
+        same_run(run_job(tiny_config(f"{options} resume=true"), out), reference)
+        assert history(out) == history(tmp_path / "ref")
