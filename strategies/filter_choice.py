@@ -10,12 +10,13 @@ early stopping on validation, on batches counted from that training's own first 
 count trains alike whichever counts came before it). The halving stops once two counts in a
 row score more than three standard errors below the best so far (:func:`halve`); the counts
 left out are in ``results.json`` (``extra.count_choice.not_tried``).
-A strategy that already holds a model on every feature (LESS-VFL's pre-training, trained
-until validation stopped improving) lets it stand for the count d instead of training it
-again, as the path strategies' warm-up model stands for their dense point; once the count
-is chosen (and trained again, below) it trains d as ``strategy=vfl``'s run too, which joins the
-choice (as the path strategies refit their dense model), so that the choice is never worse on
-validation than the all-features run by more than the tolerance. The kept count is
+The count d is ``strategy=vfl``'s model, trained as that run trains it, so that the choice is
+never worse on validation than the all-features run by more than the tolerance. A strategy
+that already holds a model on every feature, trained no longer than a count may (LESS-VFL's
+pre-training, until validation stopped improving), lets it stand for d instead, as the path
+strategies' warm-up model stands for their dense point; once the count is chosen (and
+trained again, below) it trains d as the vfl run too, which joins the choice (as the path
+strategies refit their dense model). The kept count is
 the smallest whose best validation score is within the tolerance of the best count's (one
 standard error by default, :func:`vflfs.strategies.path.tolerance`) and whose validation loss,
 sample by sample, the paired comparison cannot tell from the lowest, and the reported model is
@@ -37,6 +38,7 @@ takes each training it had finished from the checkpoint's record
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from omegaconf import DictConfig
@@ -121,6 +123,8 @@ class CountChoice:
         budget = feature_budget(s.max_features, s.max_fraction, total)
         ladder = counts(total, budget)
         dense = self.dense_candidate() if ladder[0] == total else None
+        if dense is not None and dense.stop - dense.first > epochs:
+            dense = None  # trained longer than a count may: it cannot stand for one
         if ladder[0] == total and dense is None:
             # No model on every feature yet (the filters): d is strategy=vfl's model, trained
             # as that run trains it, so that the choice is never worse on validation than that
@@ -130,11 +134,30 @@ class CountChoice:
             plain = Candidate(total, best_k(ranks, total), 0, 0, plain=True)
             self.train_plain(federation, experiment, result, on_epoch, plain)
             tried.append(plain)
-        elif dense is None or dense.stop - dense.first > epochs:  # trained longer than a count
+        elif dense is None:  # a budget's largest count
             attempt(ladder[0])
         else:
             tried.append(dense)
             log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
+        self.choose_among(federation, experiment, result, on_epoch, ladder, tried, attempt, dense)
+
+    def choose_among(
+        self,
+        federation: Federation,
+        experiment: Experiment,
+        result: RunResult,
+        on_epoch: EpochCallback | None,
+        ladder: list[int],
+        tried: list[Candidate],
+        attempt: Callable[..., Candidate],
+        dense: Candidate | None,
+    ) -> None:
+        """After the count d (first in ``tried``): the halving down ``ladder``, the bisection,
+        the second look, the chosen count's second training and, where a pre-trained model
+        stood for d (``dense``), d trained as the vfl run; reports the choice."""
+        s = self.select_settings
+        assert s is not None
+        total = sum(p.n_features for p in result.parties)
         skipped = halve(ladder[1:], tried, attempt, experiment, s)
         if skipped:
             log.info("%s: counts %s not tried: the last two fell far short", self.name, skipped)
@@ -143,7 +166,7 @@ class CountChoice:
             bisect(tried, chosen, slack, attempt)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         wider = self.second_look(chosen, tried)
-        if wider is not None and wider.k <= (budget or total):  # the smallest good still wins
+        if wider is not None and wider.k <= ladder[0]:  # the smallest good still wins
             attempt(wider.k, wider)
             chosen, slack = smallest_good(tried, experiment, s.tolerance, s.standard_errors)
         record = {

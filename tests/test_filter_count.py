@@ -218,3 +218,24 @@ def test_a_share_of_the_features_caps_the_counts_tried(tmp_path):
     summary = run_local(cfg, tmp_path)
     assert [c["k"] for c in summary["extra"]["count_choice"]["tried"]] == [12, 6, 3, 1]
     assert summary["selection"]["selected_features"] <= 12
+
+
+def test_a_pretraining_longer_than_a_count_may_train_leaves_d_to_the_vfl_run(tmp_path):
+    """LESS-VFL's pre-trained model stands for d only when it trained no longer than a count
+    may (``select.max_epochs``); else d is trained first as the vfl run, as the filters train
+    it, and is not trained again at the end."""
+    common = (
+        "dataset.params.n_samples=1200 dataset.params.n_features=9 "
+        "dataset.params.n_informative=9 dataset.params.n_redundant=0 "
+        "dataset.params.n_clusters_per_class=1 +dataset.params.class_sep=1.5 model=linear "
+        "training.batch_size=50 training.lr=0.05 noise.ratio=1.0 training.epochs=8 "
+        "training.patience=2 strategy=local_lasso strategy.party.epochs=4"
+    )
+    short = run_local(compose_config(f"{common} strategy.select.max_epochs=2"), tmp_path / "s")
+    choice = short["extra"]["count_choice"]
+    assert short["extra"]["selection_epoch"] > 2  # the pre-training, longer than a count
+    first = choice["tried"][0]
+    assert first["plain"] and not first["dense"] and first["k"] == 18
+    assert first["epochs"][0] == short["extra"]["selection_epoch"]
+    assert "plain" not in choice  # not trained twice
+    assert all(c["epochs"][1] - c["epochs"][0] <= 2 for c in choice["tried"][1:])
