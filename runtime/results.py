@@ -81,6 +81,12 @@ def write_results(out_dir: Path, results: dict) -> None:
     write_atomic(out_dir / RESULTS, json.dumps(results, indent=2, default=_jsonable))
 
 
+def write_folds_done(out_dir: Path, done: dict) -> None:
+    """``folds_done.json``: the folds a cross-validation completed so far (its resume's record,
+    :mod:`vflfs.server_app.cross_validation`), numbers as ``results.json`` writes them."""
+    write_atomic(out_dir / FOLDS_DONE, json.dumps(done, default=_jsonable))
+
+
 def write_error(out_dir: Path, error: BaseException, note: str = "") -> None:
     """``error.txt``: the error, then ``note`` (what to do next) on a line of its own."""
     write_atomic(

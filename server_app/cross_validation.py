@@ -85,9 +85,10 @@ def cross_validate(
         wall = time.perf_counter() - fold_start
         summary = summarize(cfg, fold, federation, result, wall)
         summaries.append({k: v for k, v in summary.items() if k not in ("config", "status")})
-        history += [{"fold": i, **row} for row in result.history]
-        done["folds"].append({"summary": summaries[-1], "history": history[-len(result.history) :]})
-        files.write_atomic(out_dir / files.FOLDS_DONE, json.dumps(done))
+        rows = [{"fold": i, **row} for row in result.history]
+        history += rows
+        done["folds"].append({"summary": summaries[-1], "history": [_as_written(r) for r in rows]})
+        files.write_folds_done(out_dir, done)
         (out_dir / files.CHECKPOINT).unlink(missing_ok=True)  # of the fold just recorded
     aggregate = _aggregate(summaries)
     if done["resumed"]:
@@ -131,6 +132,13 @@ def folds_done(out_dir: Path, cfg: DictConfig, top: TopLevelSettings) -> dict:
             "done; fix: resume=true to continue it, or rerun=true to start afresh"
         )
     return done
+
+
+def _as_written(row: dict) -> dict:
+    """A history row whose values come back from JSON as ``history.csv`` writes them: numbers
+    of Python's own types as they are, any other value (a numpy scalar) as its text."""
+    native = (bool, int, float, str, type(None))
+    return {k: v if isinstance(v, native) else str(v) for k, v in row.items()}
 
 
 def _fold_label(

@@ -307,8 +307,9 @@ def open_checkpoints(
     reason = unsupported(strategy)
     path = Path(out_dir) / CHECKPOINT
     if reason is not None:
-        if top.resume and path.exists():
-            log.warning("resume=true, but this run cannot resume: %s", reason)
+        if top.resume and not fold:  # once: a cross-validation asks at every fold
+            folds = "" if fold is None else " (it goes on after the folds it completed)"
+            log.warning("resume=true, but this run cannot resume: %s%s", reason, folds)
         return None
     checkpoints = Checkpoints(out_dir, cfg, federation, top.checkpoint_every_s, fold)
     if not path.exists():

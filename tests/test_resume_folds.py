@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_resume import EVERY, history, stopped_run
+from test_resume import EVERY, STG, history, stopped_run
 
 from vflfs.runtime import results
 from vflfs.runtime.cli import run_job
@@ -110,20 +110,28 @@ def test_folds_done_are_never_replaced_silently(tmp_path, monkeypatch):
     assert not (out / FOLDS_DONE).exists()
 
 
-@pytest.mark.parametrize("checkpoint", [True, False])
-def test_a_filters_cross_validation_resumes_in_its_count_choice(tmp_path, monkeypatch, checkpoint):
-    """Its scoring and count choice in each fold; stopped in fold 1's choice, it resumes from
-    the checkpoint, or, without one, runs fold 1 again from its start."""
-    options = (
-        f"cv.folds=3 strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=3 {EVERY}"
-    )
+FSTAT = "strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=3"
+
+
+# The filter's scoring and count choice in each fold, stopped in fold 1's choice; stg's path
+# and refits (test_resume's short path), stopped in fold 1's path.
+@pytest.mark.parametrize(
+    ("options", "at", "checkpoint"),
+    [(FSTAT, "1:4", True), (FSTAT, "1:4", False), (STG, "1:5", True)],
+)
+def test_selecting_strategies_resume_in_a_fold(tmp_path, monkeypatch, options, at, checkpoint):
+    """Resumed from the fold's checkpoint, or, without one, the fold run again from its
+    start: the run ends as the one never stopped."""
+    options = f"cv.folds=3 {options} {EVERY}"
     reference = run_job(tiny_config(options), tmp_path / "ref")
     out = tmp_path / "run"
-    stopped_run(tiny_config(options), out, "1:4", monkeypatch)
+    stopped_run(tiny_config(options), out, at, monkeypatch)
     if not checkpoint:
         (out / CHECKPOINT).unlink()
     resumed = run_job(tiny_config(f"{options} resume=true"), out)
     same_folds(resumed, reference)
     for a, b in zip(resumed["folds"], reference["folds"], strict=True):
-        assert a["extra"]["count_choice"] == b["extra"]["count_choice"]
+        for key in ("count_choice", "path_choice"):
+            assert a["extra"].get(key) == b["extra"].get(key)
+        assert a.get("path") == b.get("path")
     assert history(out) == history(tmp_path / "ref")

@@ -156,3 +156,11 @@ def test_group_lasso_at_a_fixed_lambda_resumes_before_and_after_its_pruning(tmp_
         stopped_run(tiny_config(options), out, at, monkeypatch)
         same_run(run_job(tiny_config(f"{options} resume=true"), out), reference)
         assert history(out) == history(tmp_path / "ref")
+
+
+def test_resume_on_a_run_that_cannot_resume_says_so(tmp_path, caplog):
+    """The secure interactive layer writes no checkpoint: resume=true warns and starts it."""
+    cfg = tiny_config("strategy=vfl secure=plaintext training.epochs=1 resume=true")
+    with caplog.at_level("WARNING", logger="vflfs"):
+        run_job(cfg, tmp_path)
+    assert "resume=true, but this run cannot resume: the secure interactive layer" in caplog.text
