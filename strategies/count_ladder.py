@@ -33,6 +33,7 @@ class Candidate:
     dense: bool = False  # a model on every feature trained before the choice (not here)
     plain: bool = False  # strategy=vfl's model, trained as that run trains it
     reopened: tuple[int, ...] = ()  # parties whose every component it reads again (LESS-VFL)
+    same_as: int | None = None  # the count tried before whose model this one's is (not trained)
 
     def row(self) -> dict:
         return {
@@ -40,6 +41,7 @@ class Candidate:
             "dense": self.dense,
             "plain": self.plain,
             "reopened": list(self.reopened),
+            "same_as": self.same_as,
             "per_party": [len(k) for k in self.kept],
             "epochs": [self.first, self.stop],
             "val_metric": self.val_metric,

@@ -29,6 +29,10 @@ not offer (:meth:`CountChoice.second_look`: LESS-VFL's with every embedding comp
 with the features of parties stage 2 closed); the smallest good count still wins. With
 ``strategy.keep_fraction`` set, a filter keeps that share instead.
 
+A count that reads the same features as one trained before (its others at parties that send
+no embedding component: a party LESS-VFL's stage 2 closed) has that one's model, and takes it
+instead of training it again (:meth:`CountChoice.twin`; ``tried[].same_as``).
+
 Each training starts from fresh models, so its outcome depends on its candidate alone: a run
 resumed from a checkpoint (:mod:`vflfs.strategies.checkpoint`) goes through the choice again,
 takes each training it had finished from the checkpoint's record
@@ -105,16 +109,28 @@ class CountChoice:
         total = sum(len(r) for r in ranks)
 
         def attempt(k: int, like: Candidate | None = None) -> Candidate:
+            twin = None
             if like is None:  # the best k of the ranking
                 like = Candidate(k, best_k(ranks, k), 0, 0)
+                twin = self.twin(like, tried)
             candidate = Candidate(k, like.kept, 0, 0, reopened=like.reopened)
-            self.train_candidate(federation, experiment, result, on_epoch, candidate, epochs)
+            if twin is None:
+                self.train_candidate(federation, experiment, result, on_epoch, candidate, epochs)
+            else:  # its model is the twin's: not trained again
+                mb = federation.traffic.total_bytes() / MB
+                vars(candidate).update(
+                    vars(twin), k=k, kept=like.kept, same_as=twin.k, good=False, mb=mb
+                )
             tried.append(candidate)
             what = (
                 "best"
                 if not candidate.reopened
                 else f"(all components at {list(candidate.reopened)})"
             )
+            if twin is not None:
+                what += (
+                    f" (the model of the best {twin.k}: the others at parties that send nothing)"
+                )
             log.info(
                 "%s: %s %d features: validation %.4f", self.name, what, k, candidate.val_metric
             )
@@ -346,6 +362,22 @@ class CountChoice:
         candidate.val_metric = max(r["val_metric"] for r in rows) if rows else -math.inf
         candidate.val_losses = self.val_losses_at_lowest if rows else None
         candidate.mb = federation.traffic.total_bytes() / MB
+
+    def twin(self, candidate: Candidate, tried: list[Candidate]) -> Candidate | None:
+        """A count trained before whose model ``candidate``'s would be: the same features at
+        the parties that send embedding components (a party LESS-VFL's stage 2 closed sends
+        none, so its features among the best k change nothing), trained the same way."""
+        use = self.in_use(candidate)
+        for c in tried:
+            trained = not (c.dense or c.plain or c.reopened or c.same_as is not None)
+            if trained and all(map(np.array_equal, self.in_use(c), use)):
+                return c
+        return None
+
+    def in_use(self, candidate: Candidate) -> list[np.ndarray]:
+        """Per party: a ranking count's features that reach the top model (none at a party
+        that sends no component)."""
+        return [k if self.count_components(m) else k[:0] for m, k in enumerate(candidate.kept)]
 
     def keep_spec(self, m: int) -> dict | None:
         """While choosing: party ``m``'s ``keep`` instruction (no feature: no component)."""

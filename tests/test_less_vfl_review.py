@@ -109,3 +109,23 @@ def test_parties_left_one_component_read_all_of_them_where_validation_asks(tmp_p
     assert wider[0]["reopened"] == holders
     assert wider[0]["good"] and not narrow["good"] and choice["chosen"] == wider[0]["k"]
     assert all(summary["parties"][m]["components"] is None for m in holders)  # all of them
+
+
+def test_a_count_whose_extra_features_sit_at_a_closed_party_is_not_trained(tmp_path):
+    """The signal is at party 1 only, and stage 2 closes it: every count of the open parties'
+    features falls short, and the bisection below every feature tries counts that add party
+    1's features, which it cannot use (it sends no component). A count that uses the same
+    features as one trained before takes that one's model instead of training it again."""
+    summary = closing_run(tmp_path, [1])
+    tried = summary["extra"]["count_choice"]["tried"]
+    twins = [c for c in tried if c["same_as"] is not None]
+    assert twins
+    for twin in twins:
+        model = next(c for c in tried if c["k"] == twin["same_as"] and c["same_as"] is None)
+        assert twin["k"] > model["k"] and twin["per_party"][1] > model["per_party"][1]
+        assert [twin["per_party"][m] for m in (0, 2)] == [model["per_party"][m] for m in (0, 2)]
+        for key in ("epochs", "val_metric", "val_loss"):
+            assert twin[key] == model[key]
+        assert not twin["good"] or model["good"]
+    trained = [tuple(c["epochs"]) for c in tried if c["same_as"] is None]
+    assert len(set(trained)) == len(trained)  # no epochs spent on a twin
