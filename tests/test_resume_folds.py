@@ -13,6 +13,8 @@ from vflfs.runtime import results
 from vflfs.runtime.cli import run_job
 from vflfs.runtime.output_folder import OutputFolderError
 from vflfs.runtime.results import CHECKPOINT, FOLDS_DONE, PARTY_STATE, RESULTS
+from vflfs.runtime.simulation import RunFailed
+from vflfs.strategies.checkpoint import FAIL_AFTER
 
 from helpers import tiny_config
 
@@ -111,6 +113,7 @@ def test_folds_done_are_never_replaced_silently(tmp_path, monkeypatch):
 
 
 FSTAT = "strategy=fstat_filter strategy.fstat.key_bits=512 training.epochs=3"
+LESS = "strategy=less_vfl strategy.select.refit_patience=1"
 
 
 # The filter's scoring and count choice in each fold, stopped in fold 1's choice; stg's path
@@ -134,4 +137,26 @@ def test_selecting_strategies_resume_in_a_fold(tmp_path, monkeypatch, options, a
         for key in ("count_choice", "path_choice"):
             assert a["extra"].get(key) == b["extra"].get(key)
         assert a.get("path") == b.get("path")
+    assert history(out) == history(tmp_path / "ref")
+
+
+@pytest.mark.extended  # two runs in Flower's simulation engine (Ray)
+def test_a_less_vfl_cross_validation_resumes_in_the_simulation_engine(tmp_path, monkeypatch):
+    """The parties, Ray actors, save their state under the run's party-state folder; stopped
+    in fold 1's count choice, the run resumes to the local engine's run."""
+    options = f"cv.folds=3 {LESS} training.epochs=4 {EVERY}"
+    reference = run_job(tiny_config(options), tmp_path / "ref")
+    at = next(
+        c["epochs"][0] + 1 for c in reference["folds"][1]["extra"]["count_choice"]["tried"][1:]
+    )
+    out = tmp_path / "run"
+    monkeypatch.setenv(FAIL_AFTER, f"1:{at}")
+    with pytest.raises(RunFailed, match="StoppedAfterCheckpoint"):
+        run_job(tiny_config(f"{options} engine=simulation"), out)
+    monkeypatch.delenv(FAIL_AFTER)
+    assert len(json.loads((out / FOLDS_DONE).read_text())["folds"]) == 1
+    resumed = run_job(tiny_config(f"{options} engine=simulation resume=true"), out)
+    same_folds(resumed, reference)
+    for a, b in zip(resumed["folds"], reference["folds"], strict=True):
+        assert a["extra"]["count_choice"] == b["extra"]["count_choice"]
     assert history(out) == history(tmp_path / "ref")
