@@ -94,29 +94,27 @@ class LoopState:
 
 def unsupported(strategy: Strategy) -> str | None:
     """Why ``strategy`` cannot resume under its configuration (None: it can)."""
-    from .path import PathStrategy
-    from .vfl import VFL
-
     secure = getattr(strategy, "secure", None)  # VFL's: the interactive layer's settings
     if secure is not None and secure.enabled:
         return "the secure interactive layer's state is not checkpointed"
-    fit = type(strategy).fit
-    path_fit = isinstance(strategy, PathStrategy) and strategy.path.enabled
-    if fit not in (VFL.fit, PathStrategy.fit) and not path_fit and not _phases_resume(strategy):
+    if type(strategy).fit not in _resuming_fits():  # a fit of its own need not re-enter
         return f"strategy {strategy.name!r} trains in phases of its own"
     return None
 
 
-def _phases_resume(strategy: Strategy) -> bool:
-    """Whether ``strategy``'s phases resume: LESS-VFL's and local lasso's, the filters' (a
-    run resumed in a count choice goes through its finished trainings again by their record,
-    :class:`~.filter_choice.CountChoice`), and group lasso's without its path (before or
-    after its pruning)."""
+def _resuming_fits() -> tuple:
+    """The ``fit`` methods that resume: VFL's and the path strategies' epoch loops (with or
+    without the path), group lasso's at a fixed lambda (before or after its pruning),
+    LESS-VFL's (and local lasso's) and the filters' (a run resumed in a count choice goes
+    through its finished trainings again by their record, :class:`~.filter_choice.CountChoice`).
+    A strategy that overrides ``fit`` writes no checkpoint unless it is one of them."""
     from .gini_filter import SelectThenTrain
     from .group_lasso import GroupLasso
     from .less_vfl import LessVFL
+    from .path import PathStrategy
+    from .vfl import VFL
 
-    return isinstance(strategy, (GroupLasso, LessVFL, SelectThenTrain))
+    return (VFL.fit, PathStrategy.fit, GroupLasso.fit, LessVFL.fit, SelectThenTrain.fit)
 
 
 class Checkpoints:

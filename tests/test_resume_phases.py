@@ -19,6 +19,7 @@ from vflfs.runtime.results import PARTY_STATE
 from vflfs.server_app.run import run_experiment
 from vflfs.strategies import make_strategy
 from vflfs.strategies.checkpoint import unsupported
+from vflfs.strategies.fstat_filter import FStatFilter
 
 from helpers import tiny_config
 
@@ -142,6 +143,22 @@ def test_every_strategy_keeps_checkpoints_but_with_the_secure_layer():
     assert unsupported(lasso) is None
     secure = make_strategy(tiny_config("strategy=vfl secure=plaintext"))
     assert "secure interactive layer" in unsupported(secure)
+
+
+def test_a_strategy_with_a_fit_of_its_own_writes_no_checkpoint():
+    """A subclass of a strategy that resumes, whose ``fit`` does other things: nothing says
+    its fit can re-enter where a checkpoint left it, so it keeps none."""
+
+    class OwnPhases(FStatFilter):
+        name = "fstat_filter_own_phases"
+
+        def fit(self, federation, experiment, result, on_epoch) -> None:
+            super().fit(federation, experiment, result, on_epoch)
+
+    assert "'fstat_filter_own_phases' trains in phases of its own" in unsupported(
+        OwnPhases(tiny_config("strategy=fstat_filter"))
+    )
+    assert unsupported(FStatFilter(tiny_config("strategy=fstat_filter"))) is None
 
 
 def test_group_lasso_at_a_fixed_lambda_resumes_before_and_after_its_pruning(tmp_path, monkeypatch):
