@@ -5,7 +5,9 @@ networks; the defaults were measured there and on the Table III datasets. These 
 ``sklearn.datasets`` instead: ``make_classification`` (Gaussian clusters on hypercube
 vertices), ``make_regression`` (a linear target), ``make_gaussian_quantiles`` and
 ``make_hastie_10_2`` (classes by the distance from the centre, which no column's mean shows),
-with shapes, class counts, label noise, scales and party counts that no default was chosen on,
+``load_digits`` (8x8 images, the pixels that vary) and a regression on products of columns
+(two pairs that matter only together: no column alone says anything about the target), with
+shapes, class counts, label noise, scales and party counts that no default was chosen on,
 and the columns permuted so that the informative ones
 land at random parties (``split=random``). Every strategy runs on its defaults through the
 bring-your-own-data path (``dataset=npz`` with ``dataset.params.relevant``), as a user runs it
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import (
+    load_digits,
     make_classification,
     make_gaussian_quantiles,
     make_hastie_10_2,
@@ -60,13 +63,13 @@ class SklearnSet:
     name: str
     parties: int
     kwargs: dict = field(default_factory=dict)
-    kind: str = "classification"  # or regression, quantiles, hastie
+    kind: str = "classification"  # or regression, quantiles, hastie, digits, products
     noise: int = 0
     rescale: bool = False
 
     @property
     def regression(self) -> bool:
-        return self.kind == "regression"
+        return self.kind in ("regression", "products")
 
     def draw(self) -> tuple[np.ndarray, np.ndarray, int]:
         """X (the informative columns first), y, and the number of informative columns."""
@@ -82,6 +85,11 @@ class SklearnSet:
         elif self.kind == "hastie":
             X, y = make_hastie_10_2(**kw)
             y = (y > 0).astype(np.int64)
+        elif self.kind == "digits":
+            X, y = load_digits(return_X_y=True)
+            X = X[:, X.std(axis=0) > 0]
+        elif self.kind == "products":
+            X, y = products(**kw)
         else:
             raise ValueError(f"unknown kind {self.kind!r}")
         return X, y, X.shape[1]
@@ -102,6 +110,16 @@ class SklearnSet:
         path = folder / f"{self.name}.npz"
         np.savez(path, X=X.astype(np.float32), y=y)
         return path, relevant
+
+
+def products(n_samples: int, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """Six standard normal columns and y = 2 sin(x0) x1 + x2^2 - x3 + x4 x5 / 2 + N(0, 0.3^2):
+    x0, x1, x4 and x5 matter only through their products (each one's mean of y is zero), x2
+    only through its square (no linear trend); about 35%, 40%, 20% and 5% of y's variance."""
+    rng = np.random.default_rng(random_state)
+    X = rng.normal(size=(n_samples, 6))
+    y = 2 * np.sin(X[:, 0]) * X[:, 1] + X[:, 2] ** 2 - X[:, 3] + 0.5 * X[:, 4] * X[:, 5]
+    return X, y + rng.normal(0, 0.3, n_samples)
 
 
 SETS = (
@@ -167,6 +185,23 @@ SETS = (
         noise=200,
     ),
     SklearnSet("hastie", 5, dict(n_samples=5000, random_state=25), kind="hastie", noise=290),
+    SklearnSet(
+        "imbalanced_4_classes",
+        5,
+        dict(
+            n_samples=3000,
+            n_features=800,
+            n_informative=6,
+            n_classes=4,
+            n_clusters_per_class=1,
+            weights=[0.5, 0.3, 0.15],
+            class_sep=1.2,
+            flip_y=0.02,
+            random_state=26,
+        ),
+    ),
+    SklearnSet("digits", 4, dict(random_state=27), kind="digits", noise=300),
+    SklearnSet("products", 3, dict(n_samples=4000, random_state=28), kind="products", noise=244),
 )
 
 

@@ -64,3 +64,29 @@ def test_a_run_reports_precision_and_recall_and_the_oracle_reads_the_informative
     assert oracle["of"] == 3 and oracle["precision"] is None
     table = markdown([{"set": "tiny", "strategy": "vfl", **row}])
     assert "| tiny | vfl |" in table and "| 1.00 | 12 / 12 |" in table
+
+
+def test_the_digits_set_keeps_the_pixels_that_vary_and_the_products_set_is_a_regression(
+    tmp_path,
+):
+    """``digits``: the varying pixels of scikit-learn's 8x8 digits are the relevant columns
+    among the noise. ``products``: a regression whose target is its stated function of the
+    six drawn columns, none of which shows a trend alone."""
+    digits = SklearnSet("digits", 4, dict(random_state=3), kind="digits", noise=20)
+    path, relevant = digits.make(tmp_path)
+    X = np.load(path)["X"]
+    pixels, _, informative = digits.draw()
+    assert informative == pixels.shape[1] == 61 and X.shape == (1797, 81)
+    assert not digits.regression and len(relevant) == 61
+    assert np.all(X[:, relevant].std(axis=0) > 0)
+    assert {c for c in range(81) if np.all(np.isin(X[:, c], np.arange(17)))} == set(relevant)
+
+    products = SklearnSet("products", 3, dict(n_samples=3000, random_state=4), kind="products")
+    X, y, informative = products.draw()
+    assert products.regression and informative == 6 and X.shape == (3000, 6)
+    target = 2 * np.sin(X[:, 0]) * X[:, 1] + X[:, 2] ** 2 - X[:, 3] + 0.5 * X[:, 4] * X[:, 5]
+    assert abs(np.std(y - target) - 0.3) < 0.02
+    # no linear trend in the columns that matter only together or through a square
+    for j in (0, 1, 2, 4, 5):
+        assert abs(np.corrcoef(X[:, j], y)[0, 1]) < 0.05
+    assert np.corrcoef(X[:, 3], y)[0, 1] < -0.3
