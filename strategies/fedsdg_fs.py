@@ -24,6 +24,7 @@ from vflfs.runtime.config import ConfigError
 from vflfs.runtime.settings import RunSettings
 from vflfs.server_app.experiment import Experiment
 
+from .path_progress import Ranking
 from .registry import register
 from .result import RunResult
 from .settings import typed
@@ -88,3 +89,10 @@ class FedSDGFS(STG):
             result.extra["gini"] = [np.asarray(g).tolist() for g in scores]
         elif init.init != "uniform":
             raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {init.init!r}")
+
+    def prior_ranking(self, result: RunResult) -> Ranking | None:
+        """The secure Gini scores' ranking, lowest impurity first (None with ``init=uniform``)."""
+        gini = result.extra.get("gini")
+        if not gini:
+            return None
+        return Ranking.of_scores([-np.asarray(g, np.float64) for g in gini])

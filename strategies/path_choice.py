@@ -44,6 +44,8 @@ class PathSettings:
     refit_probes: int = 3  # then refit this many selections of the ranking between them
     denser_probes: int = 2  # then refit up to this many of twice the winner's top features
     floor_probes: int = 1  # then this many below a last point that fell to none (path_probes)
+    prior_probes: int = 1  # after the dense refit: a ranking made before the path (fedsdg_fs's
+    # Gini scores), its top 2k, k the winner's count (or the last such probe's), this many
     candidate_slack: float = 3.0  # ... within this many tolerances of the best path score
     add_back: int = 2  # then refit up to this many winners plus the features their score test adds
     screen_alpha: float = 0.05  # ... the test's level, over the features tested (Bonferroni)
@@ -74,7 +76,7 @@ class PathSettings:
                 f"strategy.path.screen_alpha must be in (0, 1] and strategy.path.add_back >= 0, "
                 f"got {settings.screen_alpha} and {settings.add_back}"
             )
-        for key in ("refit_probes", "denser_probes", "floor_probes"):
+        for key in ("refit_probes", "denser_probes", "floor_probes", "prior_probes"):
             if getattr(settings, key) < 0:
                 raise ValueError(
                     f"strategy.path.{key} must be >= 0 (0: no such probes), "
@@ -110,7 +112,8 @@ class PathPoint:
     top_k: int | None = None  # not a trained point: the path ranking's top features
     denser: bool = False  # a probe of twice the winner's features (path_probes.denser_probe)
     floor: bool = False  # a probe below the path's last point (path_probes.floor_probe)
-    ranking: str = "path"  # a probe's ranking: the path's, the winning dense refit's, or
+    ranking: str = "path"  # a probe's ranking: the path's, the winning dense refit's, one
+    # made before the path ("prior": fedsdg_fs's Gini scores), or
     # "screen": a winner plus the features its score test added (:mod:`.path_screen`);
     # "penalised": not a refit but the path's own model at the point (:func:`penalised_models`)
     parent: int | None = None  # an add-back's winner: its index among the models compared
@@ -128,6 +131,8 @@ class PathPoint:
             return f"path point {self.point}"
         if self.ranking == "screen":
             return f"a winner and the features its score test added ({self.top_k})"
+        if self.ranking == "prior":
+            return f"top {self.top_k} of the ranking made before the path"
         by = "the dense refit" if self.ranking == "dense" else "the path"
         return f"top {self.top_k} of {by}'s ranking"
 

@@ -120,6 +120,13 @@ class Ranking:
         return [sorted(-f for _, _, n, f in ranked if -n == m) for m in range(len(self.last))]
 
     @classmethod
+    def of_scores(cls, scores: list[np.ndarray]) -> Ranking:
+        """Every feature, ranked by a score of its own (per party, one per feature; higher
+        first)."""
+        score = [np.asarray(v, np.float64) for v in scores]
+        return cls([np.zeros(len(v), np.int64) for v in score], score)
+
+    @classmethod
     def of_model(cls, importance: list[dict]) -> Ranking:
         """Every feature, ranked by how much a trained model uses it (:class:`Fitted`'s
         ``importance``: per party, a gate or input-column norm per feature)."""
@@ -166,7 +173,7 @@ class PathProgress:
         failed (:meth:`path_ranking_failed`); each ranking has its own probes."""
         refits = self.refits
         assert refits is not None
-        if any(p.ranking == "screen" for p in refits.pool):  # the add-backs come last
+        if any(p.ranking in ("prior", "screen") for p in refits.pool):  # these come last
             return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         dense = self.dense_refit()
@@ -293,6 +300,34 @@ class PathProgress:
         features, components = everything
         refits.pool.append(replace(dense, selected=features, components=components))
         refits.keeps.append(features)
+        return True
+
+    def add_prior(self, settings: PathSettings, prior: Ranking | None) -> bool:
+        """Add the top 2k features of ``prior``, a ranking made before the path (``fedsdg_fs``:
+        its secure Gini scores), k the winner's count or the last such probe's if larger (up
+        to ``path.prior_probes`` of them), once the path's probes and the dense refit are
+        done. A score of one column at a time can rank what the path dropped: a product of two
+        columns held by two parties, which the dense models among the noise never learned,
+        changes the target's spread along each (docs/selection_limits.md). False when there is
+        no such ranking, 2k reaches every feature or the budget, or the top 2k were refit
+        already."""
+        refits = self.refits
+        assert refits is not None
+        if prior is None or any(p.ranking == "screen" for p in refits.pool):
+            return False
+        done = [p.kept for p in refits.pool if p.ranking == "prior"]
+        if len(done) >= settings.prior_probes:
+            return False
+        win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
+        k = 2 * max([refits.scores[win][0].kept, *done])
+        budget = settings.max_features
+        if not k or k >= self.points[0].kept or (budget is not None and k > budget):
+            return False
+        probe = replace(self.path_probe(k, False), selected=prior.top(k), ranking="prior")
+        if any(q.selected == probe.selected for q in refits.pool):
+            return False
+        refits.pool.append(probe)
+        refits.keeps.append(probe.selected)
         return True
 
     def add_back(self, settings: PathSettings) -> bool:

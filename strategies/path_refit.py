@@ -8,7 +8,9 @@
    best-scoring one and sparser ones near the best (:func:`candidates`), then up to
    ``path.refit_probes`` top-k sets of the path's ranking between them
    (:func:`~.path_probes.next_probe`), twice the winner's (:func:`~.path_probes.denser_probe`)
-   and one below the path's last point (:func:`~.path_probes.floor_probe`).
+   and one below the path's last point (:func:`~.path_probes.floor_probe`); after the dense
+   model's refit (step 5), the top of a ranking made before the path, at twice the winner's
+   count (``fedsdg_fs``'s Gini scores, :meth:`~.path_progress.PathProgress.add_prior`).
 5. **Choice.** The sparsest good model is reported (:func:`choose_refit`: within the
    tolerance of the best score, and within one standard error of the lowest validation loss,
    sample by sample), the dense model included, with its warm-up score and, with
@@ -36,7 +38,7 @@ from vflfs.server_app.experiment import Experiment
 from .checkpoint_hooks import resumed_first, resuming
 from .interactive import make_layer
 from .path_choice import PathPoint, choose_refit, good_models, refit_rows
-from .path_progress import Fitted, PathProgress
+from .path_progress import Fitted, PathProgress, Ranking
 from .path_screen import adjusted_minimum, screen
 from .result import RunResult
 from .strategy import EpochCallback, log
@@ -97,6 +99,7 @@ class PathRefits:
             refits.done < len(pool)
             or progress.add_probe(self.path)
             or progress.add_dense(self.path, self.everything(experiment, result))
+            or progress.add_prior(self.path, self.prior_ranking(result))
             or progress.add_back(self.path)
         ):
             i = refits.done
@@ -113,6 +116,12 @@ class PathRefits:
                 scores[-1][1],
             )
         self.choose_model(result, progress)
+
+    def prior_ranking(self, result: RunResult) -> Ranking | None:
+        """A ranking of the features made before the path, for its probe after the dense
+        refit (:meth:`~vflfs.strategies.path_progress.PathProgress.add_prior`); None: none
+        (``fedsdg_fs``: its secure Gini scores)."""
+        return None
 
     def choose_model(self, result: RunResult, progress: PathProgress) -> None:
         """Report the sparsest good model (:func:`choose_refit`) among the dense model, the

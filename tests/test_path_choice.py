@@ -361,3 +361,46 @@ def test_the_dense_refits_ranking_has_probes_of_its_own(path_score, probed):
     assert progress.add_probe(PathSettings()) is probed
     if probed:
         assert progress.refits.pool[-1].ranking == "dense"
+
+
+def test_a_ranking_made_before_the_path_is_probed_at_twice_the_winners_count_after_the_rest():
+    """``fedsdg_fs``'s Gini scores rank what its path may have dropped: after the path's probes
+    and the dense refit, the top 2k of that ranking are refit (k the winner's count, the
+    components as the path's probes take them), once by default; no path probe follows it,
+    and it is skipped where 2k reaches every feature or it was refit already."""
+    points = [point(0, 0.8, [4, 4]), point(1, 0.85, [2, 1]), point(2, 0.6, [1, 0])]
+    progress = PathProgress(points=points, unit=1.0, epoch=0, scale=1.0)
+    for p in points:
+        progress.ranking.update(p.point, p.selected, p.components, [np.ones(4), np.ones(4)])
+    model = Fitted(first=0, stop=1, parties=[], importance=[])
+    scores = [(points[0], 0.8), (points[2], 0.84)]  # the one-feature point won
+    progress.refits = Refits([points[2]], [[]], [model, model], scores)
+    progress.slack = 0.01
+    # Gini-like: party 1's columns 2 and 3 first, then party 0's column 1
+    prior = Ranking.of_scores([np.array([0.1, 0.5, 0.0, 0.0]), np.array([0.0, 0.0, 0.9, 0.8])])
+    assert not progress.add_prior(PathSettings(), None)  # no ranking made before the path
+    assert not progress.add_prior(PathSettings(prior_probes=0), prior)
+    assert progress.add_prior(PathSettings(), prior)
+    probe = progress.refits.pool[-1]
+    assert (probe.top_k, probe.ranking, probe.kept) == (2, "prior", 2)
+    assert probe.selected == [[], [2, 3]] and probe.components == [[0], [0]]
+    assert probe.label == "top 2 of the ranking made before the path"
+    progress.refits.models.append(model)
+    progress.refits.scores.append((probe, 0.95))  # it wins
+    assert not progress.add_prior(PathSettings(), prior)  # its budget is spent
+    assert not progress.add_probe(PathSettings())  # no path probe follows it
+    assert progress.add_prior(PathSettings(prior_probes=2), prior)  # 4 = twice its count
+    assert progress.refits.pool[-1].selected == [[0, 1], [2, 3]]
+    progress.refits.models.append(model)
+    progress.refits.scores.append((progress.refits.pool[-1], 0.96))
+    assert not progress.add_prior(PathSettings(prior_probes=3), prior)  # 8: every feature
+
+
+def test_fedsdg_fs_ranks_its_gini_scores_lowest_impurity_first():
+    from vflfs.strategies.fedsdg_fs import FedSDGFS
+    from vflfs.strategies.result import RunResult
+
+    result = RunResult(strategy="fedsdg_fs", metric="accuracy")
+    assert FedSDGFS.prior_ranking(None, result) is None  # init=uniform: no Gini phase
+    result.extra["gini"] = [[0.30, 0.10], [0.05, 0.45]]
+    assert FedSDGFS.prior_ranking(None, result).top(2) == [[1], [0]]
