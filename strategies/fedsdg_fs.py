@@ -91,8 +91,13 @@ class FedSDGFS(STG):
             raise ValueError(f"strategy.init must be 'gini' or 'uniform', got {init.init!r}")
 
     def prior_ranking(self, result: RunResult) -> Ranking | None:
-        """The secure Gini scores' ranking, lowest impurity first (None with ``init=uniform``)."""
-        gini = result.extra.get("gini")
-        if not gini:
-            return None
-        return Ranking.of_scores([-np.asarray(g, np.float64) for g in gini])
+        """The secure Gini scores' ranking (:func:`gini_ranking`), probed after the path."""
+        return gini_ranking(result.extra.get("gini"))
+
+
+def gini_ranking(scores: list[list[float]] | None) -> Ranking | None:
+    """Per-party Gini scores as a ranking, lowest impurity first; None without scores (a run
+    with ``init=uniform`` has no Gini phase)."""
+    if not scores:
+        return None
+    return Ranking.of_scores([-np.asarray(g, np.float64) for g in scores])

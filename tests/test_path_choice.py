@@ -397,10 +397,7 @@ def test_a_ranking_made_before_the_path_is_probed_at_twice_the_winners_count_aft
 
 
 def test_fedsdg_fs_ranks_its_gini_scores_lowest_impurity_first():
-    from vflfs.strategies.fedsdg_fs import FedSDGFS
-    from vflfs.strategies.result import RunResult
+    from vflfs.strategies.fedsdg_fs import gini_ranking
 
-    result = RunResult(strategy="fedsdg_fs", metric="accuracy")
-    assert FedSDGFS.prior_ranking(None, result) is None  # init=uniform: no Gini phase
-    result.extra["gini"] = [[0.30, 0.10], [0.05, 0.45]]
-    assert FedSDGFS.prior_ranking(None, result).top(2) == [[1], [0]]
+    assert gini_ranking(None) is None  # init=uniform: no Gini phase
+    assert gini_ranking([[0.30, 0.10], [0.05, 0.45]]).top(2) == [[1], [0]]
