@@ -57,6 +57,12 @@ class Fitted:
         stop = len(result.history) if stop is None else stop
         return cls(first, stop, parties, party_importance(federation), val_losses)
 
+    def features(self, sizes: list[int]) -> list[list[int]] | None:
+        """Per party, the features the model reads (none at a party whose embedding the
+        server does not read); None where it reads every feature of every party."""
+        used = [list(now) if comps != 0 else [] for _, now, comps in self.parties]
+        return None if [len(f) for f in used] == sizes else used
+
     def report(self, result: RunResult) -> None:
         """Make this model the run's result."""
         result.best_from, result.best_to = self.first, self.stop

@@ -134,8 +134,10 @@ class PathRefits:
         choice = result.extra["path_choice"]
         choice["dense_good"] = 0 in good
         choice["refits"] = refit_rows(scores, losses, good, [(m.first, m.stop) for m in models])
+        sizes = [p.n_features for p in result.parties]
         for row, model in zip(choice["refits"], models[1:], strict=True):
             row["screen_p"] = adjusted_minimum(model.pvalues)  # below screen_alpha: an add-back
+            row["features"] = model.features(sizes)
         chosen = scores[win][0]
         choice["point"], choice["top_k"] = chosen.point, chosen.top_k
         self.reported = models[win]

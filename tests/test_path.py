@@ -63,6 +63,9 @@ def test_path_records_points_chooses_within_tolerance_and_refits(tmp_path, strat
     every = sum(len(p["columns"]) for p in summary["parties"])
     assert len(dense_refits) == 1 and refits[dense_refits[0]]["kept"] == every
     assert all(r["top_k"] for r in refits[dense_refits[0] + 1 :])
+    for r in refits:  # what each refit read, per party (None: every feature)
+        assert (r["features"] is None) == (r["kept"] == every)
+        assert r["features"] is None or sum(map(len, r["features"])) == r["kept"]
     candidates = [r["kept"] for r in refits[: dense_refits[0]] if not r["top_k"]]
     assert candidates == sorted(candidates, reverse=True)  # the probes follow them
     # the dense model competes with its warm-up score too
@@ -186,6 +189,29 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
     refit = rows(tmp_path / "path", dense["epochs"][0])[: len(expected)]
     assert len(refit) == len(expected) == vfl["epochs_run"]
     assert np.allclose(refit, expected, rtol=1e-5)
+
+
+def test_fedsdg_fs_refits_the_top_of_its_gini_ranking_after_the_dense_refit(tmp_path):
+    """After the dense refit, fedsdg_fs refits the top 2k of its secure Gini ranking (k the
+    winner's count then): the features of that refit are the ranking's, lowest impurity first."""
+    from vflfs.strategies.fedsdg_fs import gini_ranking
+
+    cfg = tiny_config(
+        "strategy=fedsdg_fs strategy.gini.key_bits=512 strategy.path.refit_max_epochs=12"
+    )
+    summary = run_local(cfg, tmp_path)
+    refits = summary["extra"]["path_choice"]["refits"]
+    every = sum(len(p["columns"]) for p in summary["parties"])
+    dense = next(i for i, r in enumerate(refits) if r["kept"] == every and not r["top_k"])
+    prior = [i for i, r in enumerate(refits) if r.get("ranking") == "prior"]
+    assert prior == [dense + 1]  # one probe (path.prior_probes), right after the dense refit
+    probe = refits[prior[0]]
+    assert probe["kept"] == probe["top_k"] and probe["top_k"] // 2 in [
+        r["kept"] for r in refits[:dense]
+    ]
+    top = gini_ranking(summary["extra"]["gini"]).top(probe["top_k"])
+    assert probe["features"] == [list(f) for f in top]
+    assert all(r["features"] != probe["features"] for r in refits[: prior[0]])
 
 
 def test_a_path_point_that_beats_every_refit_is_reported_as_its_own_model(tmp_path):
