@@ -51,11 +51,12 @@ class EarlyStopping:
         model: on a label that only an interaction of two columns at two parties predicts, the
         gated model's validation score stayed at the majority rate for 13 epochs while its
         loss fell (docs/selection.md, the xor set)."""
-        last = result.best["epoch"]
-        if self.majority_level is not None and result.best["val_metric"] <= self.majority_level:
+        best = result.first_best
+        last = best["epoch"]
+        if self.majority_level is not None and best["val_metric"] <= self.majority_level:
             last = max(last, lowest_val_loss(result) or 0)
         waited = epoch - last
-        if learned_above is not None and result.best["val_metric"] > learned_above:
+        if learned_above is not None and best["val_metric"] > learned_above:
             return waited >= patience
         steps = self.training.patience_steps
         floor = max(patience, math.ceil(steps / self.epoch_steps))

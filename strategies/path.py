@@ -98,7 +98,7 @@ class PathStrategy(PathRefits, VFL):
             if not resuming(self):
                 self.before_training(federation, experiment, result)
             epoch = self.warm_up(federation, experiment, result, on_epoch)
-            dense = result.best
+            dense = result.first_best  # the warm-up's reported epoch (reported_row)
             self.dense = Fitted.now(
                 federation, result, 0, dense["epoch"] + 1, self.val_losses_at_lowest
             )
@@ -279,6 +279,13 @@ class PathStrategy(PathRefits, VFL):
         if self.stage == "warmup":
             return self.patience_over(epoch, result, self.patience, self.learned_above)
         return self.patience_over(epoch, result, self.patience)
+
+    def reported_row(self, result: RunResult) -> dict:
+        """In the warm-up, the first epoch at the best validation score: the dense point the
+        path starts from (its selection, and its training loss as the penalty's unit)."""
+        if self.path.enabled and self.stage == "warmup":
+            return result.first_best
+        return super().reported_row(result)
 
     # -- refit ------------------------------------------------------------------------------
     def party_spec(self, experiment: Experiment, m: int) -> dict:

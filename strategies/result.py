@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -65,13 +66,31 @@ class RunResult:
     best_to: int | None = None
 
     @property
-    def best(self) -> dict:
-        """The epoch with the best validation score in the window (earliest on ties)."""
-        rows = [
+    def window(self) -> list[dict]:
+        """The history rows of the reported model's epochs (all rows if none is in it)."""
+        return [
             r
             for r in self.history
             if r["epoch"] >= self.best_from and (self.best_to is None or r["epoch"] < self.best_to)
         ] or self.history
+
+    @property
+    def best(self) -> dict:
+        """The reported epoch: the best validation score in the window, and among epochs that
+        tie on it the lowest validation loss (then the earliest). On a few dozen validation
+        rows the accuracy moves a row at a time and ties for many epochs: the first of them is
+        often a model that has not finished learning, the one with the lowest loss the one
+        that generalises (docs/selection_results.md, "Ties on few validation rows")."""
+        rows = self.window
+        if not rows:
+            return {}
+        return max(rows, key=lambda row: (row["val_metric"], -_loss(row), -row["epoch"]))
+
+    @property
+    def first_best(self) -> dict:
+        """The first epoch in the window that reached the best validation score: patience
+        counts from it (a tie is no better score), and a path starts from it."""
+        rows = self.window
         if not rows:
             return {}
         return max(rows, key=lambda row: (row["val_metric"], -row["epoch"]))
@@ -109,3 +128,9 @@ class RunResult:
             out["precision"] = hits / len(picked) if picked else 0.0
             out["recall"] = hits / len(rel) if rel else 0.0
         return out
+
+
+def _loss(row: dict) -> float:
+    """A history row's validation loss; a missing or NaN one counts as the highest."""
+    loss = row.get("val_loss")
+    return math.inf if loss is None or loss != loss else float(loss)

@@ -349,7 +349,7 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
         if self.local.requested > 1:
             self.local.after_epoch(epoch, row["train_loss"])
             result.extra["local_steps"] = self.local.record()
-        if result.best["epoch"] == epoch:
+        if self.reported_row(result)["epoch"] == epoch:
             result.snapshot_best()
         if lowest_val_loss(result) == epoch:
             self.val_losses_at_lowest = self.val_losses
@@ -361,6 +361,11 @@ class VFL(StallRecovery, EarlyStopping, Strategy):
             log.info("early stop at epoch %d (best %d)", epoch, result.best["epoch"])
             return True
         return False
+
+    def reported_row(self, result: RunResult) -> dict:
+        """The history row of the epoch the stage in training reports (its selection is kept
+        when it comes): the best validation score, ties to the lowest validation loss."""
+        return result.best
 
     def components_in_use(self, m: int, reply: Body) -> int | None:
         """How many of party ``m``'s embedding components reach the top model now (None: all);

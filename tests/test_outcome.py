@@ -34,6 +34,45 @@ def test_patience_waits_for_enough_optimiser_steps(epoch_steps, waited, over):
     assert strategy.patience_over(10 + waited, history(10, 10 + waited), 2) is over
 
 
+def test_the_reported_epoch_breaks_a_tie_by_the_lowest_validation_loss():
+    """Epochs 2, 4 and 6 tie on the best score: the reported one is 4, whose validation loss
+    is lowest (ties of that too: the earliest); patience counts from the first of them, 2."""
+    losses = {2: 0.6, 4: 0.3, 6: 0.3}
+    rows = [
+        {"epoch": e, "val_metric": 0.9 if e in losses else 0.5, "val_loss": losses.get(e, 0.1)}
+        for e in range(8)
+    ]
+    result = RunResult("vfl", "accuracy", history=rows)
+    assert result.best["epoch"] == 4 and result.first_best["epoch"] == 2
+    strategy = VFL(tiny_config("training.patience_steps=0"))
+    assert strategy.patience_over(4, result, 2) and not strategy.patience_over(3, result, 2)
+    rows[5]["val_loss"] = rows[6]["val_loss"] = float("nan")  # a NaN loss never wins a tie
+    rows[4]["val_loss"] = float("nan")
+    assert result.best["epoch"] == 2
+    result.best_from = 5  # the window of a later model
+    assert result.best["epoch"] == result.first_best["epoch"] == 6
+
+
+def test_a_path_keeps_its_warm_ups_first_best_epoch():
+    """The path starts from the warm-up's first epoch at its best score (its selection is
+    kept then): the same epochs and penalties as before ties broke by the loss."""
+    from vflfs.strategies.stg import STG
+
+    rows = [
+        {"epoch": e, "val_metric": 0.9 if e else 0.5, "val_loss": 1.0 - e / 10} for e in range(4)
+    ]
+    result = RunResult("stg", "accuracy", history=rows)
+    strategy = STG(tiny_config("strategy=stg"))
+    strategy.stage = "warmup"
+    assert strategy.reported_row(result)["epoch"] == 1
+    strategy.stage = "path"
+    assert (
+        strategy.reported_row(result)["epoch"]
+        == 3
+        == VFL(tiny_config()).reported_row(result)["epoch"]
+    )
+
+
 def test_patience_steps_zero_counts_epochs_only():
     strategy = VFL(tiny_config("training.patience_steps=0"))
     assert strategy.patience_over(12, history(10, 12), 2)
