@@ -67,12 +67,9 @@ def load(path: Path) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(data["X"], np.float64), np.asarray(data["y"]).ravel()
 
 
-def kept_columns(model: ClassifierMixin) -> int | None:
-    """Columns a linear model's coefficients use, over its one-vs-rest models if it has them
-    (None for other models)."""
-    coefs = [getattr(m, "coef_", None) for m in getattr(model, "estimators_", [model])]
-    if any(c is None for c in coefs):
-        return None
+def kept_columns(model: ClassifierMixin) -> int:
+    """Columns a linear model's coefficients use, over its one-vs-rest models if it has them."""
+    coefs = [m.coef_ for m in getattr(model, "estimators_", [model])]
     used = np.vstack([np.abs(np.atleast_2d(c)) > 1e-8 for c in coefs])
     return int(used.any(axis=0).sum())
 
@@ -91,11 +88,12 @@ def fold_scores(
         scaler = MinMaxScaler().fit(X[train])
         model = MODELS[name](seed)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", (ConvergenceWarning, FutureWarning, UserWarning))
+            for category in (ConvergenceWarning, FutureWarning, UserWarning):
+                warnings.simplefilter("ignore", category)
             model.fit(scaler.transform(X[train]), y[train])
         scores.append(float(model.score(scaler.transform(X[test]), y[test])))
-        if (k := kept_columns(model)) is not None and name == "l1_logistic_cv":
-            kept.append(k)
+        if name == "l1_logistic_cv":
+            kept.append(kept_columns(model))
     return scores, kept
 
 
