@@ -10,25 +10,26 @@ from sklearn.datasets import make_classification
 
 from benchmarks.centralised import fold_scores, main
 
+from helpers import save_npz
 
-def table(tmp_path, n_classes: int = 2):
+
+def table(tmp_path):
+    """A separable 3-class table: 3 informative columns among 20."""
     X, y = make_classification(
         n_samples=120,
         n_features=20,
         n_informative=3,
         n_redundant=0,
-        n_classes=n_classes,
+        n_classes=3,
         n_clusters_per_class=1,
         class_sep=2.0,
         random_state=0,
     )
-    path = tmp_path / f"t{n_classes}.npz"
-    np.savez(path, X=X, y=y)
-    return path, X, y
+    return save_npz(tmp_path / "t3.npz", X=X, y=y), X, y
 
 
 def test_the_references_learn_a_separable_table_and_the_lasso_drops_noise_columns(tmp_path):
-    path, X, y = table(tmp_path, n_classes=3)
+    path, X, y = table(tmp_path)
     scores, kept = fold_scores(X, y, "l1_logistic_cv", folds=3, seed=0)
     assert len(scores) == 3 and min(scores) > 0.8  # chance is a third
     # its columns kept per fold; where every C classifies the fold alike it may keep them all
@@ -54,7 +55,6 @@ def test_the_references_learn_a_separable_table_and_the_lasso_drops_noise_column
 
 
 def test_a_table_without_labels_is_refused_by_name(tmp_path):
-    path = tmp_path / "bad.npz"
-    np.savez(path, X=np.zeros((4, 2)))
+    path = save_npz(tmp_path / "bad.npz", X=np.zeros((4, 2)))
     with pytest.raises(SystemExit, match="needs arrays X and y"):
         main([str(path)])
