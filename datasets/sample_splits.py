@@ -2,10 +2,15 @@
 
 Only indices travel to parties, never data. ``val_fraction`` is a share of the training rows.
 Splits are stratified by class when asked, for classification labels (integer ``y``) only.
+Where a class has too few rows for scikit-learn's stratified split (one row, or fewer rows
+drawn than there are classes), the rows are drawn class by class as far as the classes allow,
+each class keeping at least one row on the training side, and the run warns.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import operator
 from dataclasses import dataclass
 
@@ -14,6 +19,8 @@ from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from vflfs.datasets.errors import DataError
 from vflfs.datasets.validation import check_rows
+
+log = logging.getLogger("vflfs")
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +121,8 @@ def _strata(n: int, y: np.ndarray | None, stratify: bool) -> np.ndarray | None:
 def _draw(
     rows: np.ndarray, labels: np.ndarray | None, fraction: float, seed: int, what: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Split ``rows`` into (kept, drawn) with ``fraction`` of them drawn."""
+    """Split ``rows`` into (kept, drawn) with ``fraction`` of them drawn (stratified by
+    ``labels`` where given: scikit-learn's split, else :func:`_draw_by_class`)."""
     if fraction == 0:
         return rows, np.empty(0, dtype=np.int64)
     strata = None if labels is None else labels[rows]
@@ -123,12 +131,49 @@ def _draw(
             rows, test_size=fraction, random_state=seed, shuffle=True, stratify=strata
         )
     except ValueError as exc:
-        raise DataError(
-            f"cannot draw {what}={fraction} of {rows.size} rows"
-            f"{' stratified by class' if strata is not None else ''} ({exc}); fix: change "
-            f"{what}, or set stratify=False when a class has too few rows"
-        ) from exc
+        size = math.ceil(fraction * rows.size)  # train_test_split's count of a float share
+        if strata is None or not 0 < size < rows.size:
+            raise DataError(
+                f"cannot draw {what}={fraction} of {rows.size} rows"
+                f"{' stratified by class' if strata is not None else ''} ({exc}); fix: change "
+                f"{what}, or load more rows"
+            ) from exc
+        kept, drawn = _draw_by_class(rows, strata, size, seed)
+        classes, counts = np.unique(strata, return_counts=True)
+        log.warning(
+            "%s=%s of %d rows of %d classes (the smallest with %d row(s)): too few for a "
+            "stratified split; drew %d rows class by class, each class keeping at least one "
+            "row on the training side",
+            what,
+            fraction,
+            rows.size,
+            classes.size,
+            counts.min(),
+            drawn.size,
+        )
     return kept, drawn
+
+
+def _draw_by_class(
+    rows: np.ndarray, strata: np.ndarray, size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, drawn), ``size`` rows drawn: each class gives its share of them (rounded down,
+    then one more to the classes of the largest remainders), at most all its rows but one; what
+    the classes cannot give is drawn from the rows left."""
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(strata, return_counts=True)
+    share = size * counts / counts.sum()
+    take = np.minimum(np.floor(share).astype(int), counts - 1)
+    for i in np.argsort(np.floor(share) - share, kind="stable"):  # largest remainder first
+        if take.sum() < size and take[i] < counts[i] - 1:
+            take[i] += 1
+    parts = [
+        rng.choice(rows[strata == c], t, replace=False) for c, t in zip(classes, take, strict=True)
+    ]
+    drawn = np.concatenate(parts)
+    rest = np.setdiff1d(rows, drawn)
+    drawn = np.concatenate([drawn, rng.choice(rest, size - drawn.size, replace=False)])
+    return np.setdiff1d(rows, drawn), drawn
 
 
 def _official(n: int, train_idx: np.ndarray, test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

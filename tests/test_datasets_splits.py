@@ -162,10 +162,36 @@ def test_split_samples_errors():
         split_samples(100, None, seed=0, train_idx=np.arange(50))
     with pytest.raises(DataError, match="share 1 row"):
         split_samples(10, None, seed=0, train_idx=np.arange(6), test_idx=np.arange(5, 10))
-    with pytest.raises(DataError, match="stratify=False"):
-        split_samples(10, np.array([0] * 9 + [1]), seed=0)
+    with pytest.raises(DataError, match="val_fraction=0.5 of 1 rows"):
+        split_samples(2, None, seed=0, test_fraction=0.5, val_fraction=0.5)
     with pytest.raises(DataError, match="9 labels for 10 rows"):
         split_samples(10, np.zeros(9, dtype=np.int64), seed=0)
+
+
+def test_split_samples_with_a_class_too_small_to_stratify(caplog):
+    # A class of one row cannot be on both sides of scikit-learn's stratified split: the rows
+    # are drawn class by class, the small class's row stays on the training side.
+    y = np.array([0] * 9 + [1])
+    with caplog.at_level("WARNING", logger="vflfs"):
+        s = split_samples(10, y, seed=0)
+    _assert_disjoint_cover(s, 10)
+    assert (s.test.size, s.val.size, s.train.size) == (2, 2, 6)
+    assert 9 in s.train
+    assert "too few for a stratified split" in caplog.text
+    again = split_samples(10, y, seed=0)
+    np.testing.assert_array_equal(s.val, again.val)
+    np.testing.assert_array_equal(s.test, again.test)
+
+
+def test_split_samples_draws_fewer_rows_than_classes_class_by_class():
+    # 9 classes of 8-9 rows; 8 validation rows cannot hold one of each class: the largest
+    # classes give one each, every class keeps rows for training.
+    y = np.repeat(np.arange(9), [9, 9, 9, 9, 9, 9, 9, 9, 8])
+    s = split_samples(y.size, y, seed=1, test_fraction=0.2, val_fraction=0.12)
+    _assert_disjoint_cover(s, y.size)
+    assert s.val.size == 8
+    assert np.unique(y[s.val]).size == 8
+    assert set(np.unique(y[s.train])) == set(range(9))
 
 
 def test_split_samples_without_validation():
