@@ -14,7 +14,7 @@ from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .path import tolerance
-from .path_choice import FINE_RATIO, good_scores
+from .path_choice import FINE_RATIO, good_scores, is_within
 from .settings import check_budget
 
 
@@ -79,7 +79,7 @@ def fallen_short(
         return False
     best = max(c.val_metric for c in tried)
     far = FAR * tolerance(setting, experiment, best, max(standard_errors, 1.0))
-    return all(c.val_metric < best - far for c in tried[-FAR_IN_A_ROW:])
+    return all(not is_within(c.val_metric, best, far) for c in tried[-FAR_IN_A_ROW:])
 
 
 def halve(

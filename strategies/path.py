@@ -41,7 +41,7 @@ from vflfs.server_app.experiment import Experiment
 
 from .checkpoint_hooks import resuming
 from .early_stopping import learned_level
-from .path_choice import PathPoint, PathSettings, candidates, choose, tolerance
+from .path_choice import PathPoint, PathSettings, candidates, choose, is_within, tolerance
 from .path_progress import Fitted, PathProgress, Refits
 from .path_refit import PathRefits
 from .result import RunResult
@@ -256,10 +256,10 @@ class PathStrategy(PathRefits, VFL):
         if last.point >= self.path.points:  # past the planned points: on while still good
             if 2 * last.kept > points[0].kept:
                 return False
-            return last.val_metric < best - slack or last.kept <= (budget or 1)
+            return not is_within(last.val_metric, best, slack) or last.kept <= (budget or 1)
         if budget is None or last.kept > budget:
             return False
-        return last.val_metric < best - 3 * slack
+        return not is_within(last.val_metric, best, 3 * slack)
 
     def stop_early(self, epoch: int, result: RunResult) -> bool:
         """Warm-up and refit stop on validation; a path point always runs to its end.

@@ -147,6 +147,17 @@ class PathPoint:
         return out
 
 
+# Accuracies are counts of validation rows over the rows, so a score can sit exactly ``slack``
+# below the best (one row, at the standard error's floor of one row), where floating point's
+# rounding of ``best - slack`` can put it outside: 95/96 - 1/96 > 94/96.
+ROUNDING = 1e-9
+
+
+def is_within(score: float, best: float, slack: float) -> bool:
+    """Whether ``score`` is at most ``slack`` below ``best`` (up to rounding)."""
+    return score >= best - slack - ROUNDING
+
+
 def tolerance(
     setting: float | None, experiment: Experiment, best: float, standard_errors: float = 1.0
 ) -> float:
@@ -170,7 +181,7 @@ def choose(points: list[PathPoint], slack: float, max_features: int | None) -> P
     if not within:
         return min(points, key=lambda p: (p.kept, -p.val_metric))
     best = max(p.val_metric for p in within)
-    good = [p for p in within if p.val_metric >= best - slack]
+    good = [p for p in within if is_within(p.val_metric, best, slack)]
     return min(good, key=lambda p: (p.kept, -p.val_metric, p.point))
 
 
@@ -192,11 +203,15 @@ def candidates(
         if p.kept > 0 and (settings.max_features is None or p.kept <= settings.max_features)
     ]
     best = max(within, key=lambda p: (p.val_metric, -p.kept), default=chosen)
-    floor = best.val_metric - settings.candidate_slack * slack
+    margin = settings.candidate_slack * slack
     picked = [chosen]
     seen = {_selection_key(chosen)}
     near = sorted(
-        (p for p in within if p.kept < best.kept and p.val_metric >= floor),
+        (
+            p
+            for p in within
+            if p.kept < best.kept and is_within(p.val_metric, best.val_metric, margin)
+        ),
         key=lambda p: (p.kept, -p.val_metric, p.point),
     )
     for p in [best, *near]:
@@ -259,7 +274,7 @@ def penalised_models(
         if k > 0
         and p.kept > 0
         and (max_features is None or p.kept <= max_features)
-        and p.val_metric > best + slack
+        and not is_within(best, p.val_metric, slack)
     ]
 
 
@@ -279,7 +294,7 @@ def good_scores(
     model's per-sample validation ``losses``, within one standard error of the paired
     differences to the lowest mean loss, or within :data:`PAIRED_FLOOR` of it (never none)."""
     best = max(metrics)
-    good = [i for i, score in enumerate(metrics) if score >= best - slack]
+    good = [i for i, score in enumerate(metrics) if is_within(score, best, slack)]
     if losses is not None and all(v is not None and len(v) > 1 for v in losses):
         ref = min(range(len(metrics)), key=lambda i: float(np.mean(losses[i])))
         paired = [i for i in good if _within_paired(losses[i], losses[ref])]

@@ -11,7 +11,7 @@ import numpy as np
 
 from vflfs.federation import Federation
 
-from .path_choice import PathPoint, PathSettings, choose_refit, penalised_models
+from .path_choice import PathPoint, PathSettings, choose_refit, is_within, penalised_models
 from .path_probes import denser_probe, floor_probe, next_probe
 from .path_screen import added_back, adjusted_minimum, tested_count
 from .result import RunResult
@@ -235,7 +235,7 @@ class PathProgress:
         return [
             p.kept
             for p, score in self.refits.scores[1:]
-            if p.top_k is None and p.point > 0 and p.val_metric - score > margin
+            if p.top_k is None and p.point > 0 and not is_within(score, p.val_metric, margin)
         ]
 
     def path_probe(self, k: int, denser: bool, floor: bool = False) -> PathPoint:
@@ -262,7 +262,7 @@ class PathProgress:
         assert self.refits is not None
         scores = self.refits.scores
         path = [s for i, (p, s) in enumerate(scores) if i != dense and p.ranking == "path"]
-        return scores[dense][1] - max(path) > settings.candidate_slack * self.slack
+        return not is_within(max(path), scores[dense][1], settings.candidate_slack * self.slack)
 
     def dense_probe(self, dense: int, k: int, denser: bool) -> PathPoint:
         """The top ``k`` features of the dense refit's ranking (its input-column norms), on
