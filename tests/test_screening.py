@@ -91,6 +91,24 @@ def test_noise_columns_pass_at_the_rate_the_test_says():
     assert pvalues.min() * len(pvalues) > 0.05
 
 
+def test_noise_columns_are_not_found_where_many_rows_share_the_gradient():
+    """A model sure of every row but sixty alike, whose gradients are one vector: the
+    columns' own values on those rows (the conditional form alone) would make every noise
+    column of the parties' min-max scale significant; the test finds none of them, and still
+    a column that sets those rows apart."""
+    rng = np.random.default_rng(0)
+    n, m = 960, 200
+    delta = rng.normal(scale=1e-4, size=(n, 16))
+    group = rng.choice(n, 60, replace=False)
+    delta[group] = rng.normal(size=16)
+    x = rng.random((n, m))
+    pvalues, _ = score_test(torch.tensor(x), torch.tensor(delta))
+    assert pvalues.min() * m > 0.05
+    relevant = x[:, :1].copy()
+    relevant[group] += 0.3
+    assert score_test(torch.tensor(relevant), torch.tensor(delta))[0][0] < 1e-8
+
+
 def test_a_constant_column_or_a_model_without_gradient_is_not_evidence():
     x = torch.zeros((50, 3))
     delta = torch.randn(50, 4)
