@@ -20,7 +20,10 @@ folds (shuffled with ``--seed``), its columns min-max scaled on each fold's trai
     python -m benchmarks.centralised path/to/table.npz [more.npz ...] --out outputs/centralised
 
 The table (mean and standard deviation of the folds' test accuracy, and the L1 model's median
-columns kept) is printed and written to ``<out>/centralised.md`` and ``.json``.
+columns kept) is printed and written to ``<out>/centralised.md`` and ``.json``. A model that
+cannot be fit on a table (a class of one or two rows leaves the L1 model's inner folds, or
+the subsample, without it) is marked failed there with scikit-learn's reason; the others go
+on.
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ def markdown(rows: list[dict], models: list[str]) -> str:
         cells = []
         for m in models:
             r = row["models"][m]
+            if "error" in r:
+                cells.append("failed")
+                continue
             cell = f"{100 * r['mean']:.1f} ± {100 * r['std']:.1f}"
             if r.get("kept") is not None:
                 cell += f" / {r['kept']}"
@@ -127,7 +133,12 @@ def main(argv: list[str] | None = None) -> None:
         X, y = load(path)
         row: dict = {"table": path.stem, "rows": len(y), "columns": X.shape[1], "models": {}}
         for name in args.models:
-            scores, kept = fold_scores(X, y, name, args.folds, args.seed)
+            try:
+                scores, kept = fold_scores(X, y, name, args.folds, args.seed)
+            except ValueError as exc:
+                row["models"][name] = {"error": str(exc)}
+                print(f"{path.stem} {name}: failed ({exc})", flush=True)
+                continue
             row["models"][name] = {
                 "mean": float(np.mean(scores)),
                 "std": float(np.std(scores, ddof=1)),
