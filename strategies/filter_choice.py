@@ -122,18 +122,7 @@ class CountChoice:
                     vars(twin), k=k, kept=like.kept, same_as=twin.k, good=False, mb=mb
                 )
             tried.append(candidate)
-            what = (
-                "best"
-                if not candidate.reopened
-                else f"(all components at {list(candidate.reopened)})"
-            )
-            if twin is not None:
-                what += (
-                    f" (the model of the best {twin.k}: the others at parties that send nothing)"
-                )
-            log.info(
-                "%s: %s %d features: validation %.4f", self.name, what, k, candidate.val_metric
-            )
+            self.log_candidate(candidate, twin)
             return candidate
 
         budget = feature_budget(s.max_features, s.max_fraction, total)
@@ -156,6 +145,21 @@ class CountChoice:
             tried.append(dense)
             log.info("%s: all %d features: validation %.4f", self.name, total, dense.val_metric)
         self.choose_among(federation, experiment, result, on_epoch, ladder, tried, attempt, dense)
+
+    def log_candidate(self, candidate: Candidate, twin: Candidate | None) -> None:
+        """One line on a count's model: its features and validation score."""
+        what = (
+            "best" if not candidate.reopened else f"(all components at {list(candidate.reopened)})"
+        )
+        if twin is not None:
+            what += f" (the model of the best {twin.k}: the others at parties that send nothing)"
+        log.info(
+            "%s: %s %d features: validation %.4f",
+            self.name,
+            what,
+            candidate.k,
+            candidate.val_metric,
+        )
 
     def choose_among(
         self,
