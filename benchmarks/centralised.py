@@ -21,9 +21,8 @@ folds (shuffled with ``--seed``), its columns min-max scaled on each fold's trai
 
 The table (mean and standard deviation of the folds' test accuracy, and the L1 model's median
 columns kept) is printed and written to ``<out>/centralised.md`` and ``.json``. A model that
-cannot be fit on a table (a class of one or two rows leaves the L1 model's inner folds, or
-the subsample, without it) is marked failed there with scikit-learn's reason; the others go
-on.
+cannot be fit on a table (a class of two rows leaves some of the L1 model's inner folds
+without it) is marked failed there with scikit-learn's reason; the others go on.
 """
 
 from __future__ import annotations
@@ -77,6 +76,15 @@ def kept_columns(model: ClassifierMixin) -> int:
     return int(used.any(axis=0).sum())
 
 
+def subsample(rows: np.ndarray, y: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """``share`` of ``rows``, stratified by class where every class can be (at random where a
+    class of one row cannot)."""
+    try:
+        return train_test_split(rows, train_size=share, random_state=seed, stratify=y[rows])[0]
+    except ValueError:
+        return train_test_split(rows, train_size=share, random_state=seed)[0]
+
+
 def fold_scores(
     X: np.ndarray, y: np.ndarray, name: str, folds: int, seed: int
 ) -> tuple[list[float], list[int]]:
@@ -85,9 +93,7 @@ def fold_scores(
     split = StratifiedKFold(folds, shuffle=True, random_state=seed)
     for train, test in split.split(X, y):
         if name in SUBSAMPLED:
-            train, _ = train_test_split(
-                train, train_size=SUBSAMPLED[name], random_state=seed, stratify=y[train]
-            )
+            train = subsample(train, y, SUBSAMPLED[name], seed)
         scaler = MinMaxScaler().fit(X[train])
         model = MODELS[name](seed)
         with warnings.catch_warnings():

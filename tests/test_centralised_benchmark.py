@@ -66,9 +66,12 @@ def test_a_model_that_cannot_fit_a_table_is_marked_failed_and_the_others_go_on(t
     y[:2] = 2
     path = save_npz(tmp_path / "small.npz", X=X, y=y)
     out = tmp_path / "out"
-    main([str(path), "--models", "logistic", "l1_logistic_cv", "--out", str(out)])
+    models = ["logistic", "l1_logistic_cv", "mlp_no_early_stopping"]
+    main([str(path), "--models", *models, "--out", str(out)])
     models = json.loads((out / "centralised.json").read_text())[0]["models"]
     assert "at least 2 classes" in models["l1_logistic_cv"]["error"]
     assert len(models["logistic"]["folds"]) == 5
+    # a fold's training rows hold one row of the small class: its subsample is not stratified
+    assert len(models["mlp_no_early_stopping"]["folds"]) == 5
     assert "| small | " in (out / "centralised.md").read_text()
     assert "failed" in (out / "centralised.md").read_text()
