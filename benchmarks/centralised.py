@@ -81,7 +81,8 @@ def subsample(rows: np.ndarray, y: np.ndarray, share: float, seed: int) -> np.nd
     class of one row cannot)."""
     try:
         return train_test_split(rows, train_size=share, random_state=seed, stratify=y[rows])[0]
-    except ValueError:
+    except ValueError as exc:
+        warnings.warn(f"subsample not stratified by class ({exc})", stacklevel=2)
         return train_test_split(rows, train_size=share, random_state=seed)[0]
 
 

@@ -67,7 +67,8 @@ def test_a_model_that_cannot_fit_a_table_is_marked_failed_and_the_others_go_on(t
     path = save_npz(tmp_path / "small.npz", X=X, y=y)
     out = tmp_path / "out"
     models = ["logistic", "l1_logistic_cv", "mlp_no_early_stopping"]
-    main([str(path), "--models", *models, "--out", str(out)])
+    with pytest.warns(UserWarning, match="subsample not stratified"):
+        main([str(path), "--models", *models, "--out", str(out)])
     models = json.loads((out / "centralised.json").read_text())[0]["models"]
     assert "at least 2 classes" in models["l1_logistic_cv"]["error"]
     assert len(models["logistic"]["folds"]) == 5
