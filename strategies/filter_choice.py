@@ -153,13 +153,8 @@ class CountChoice:
         )
         if twin is not None:
             what += f" (the model of the best {twin.k}: the others at parties that send nothing)"
-        log.info(
-            "%s: %s %d features: validation %.4f",
-            self.name,
-            what,
-            candidate.k,
-            candidate.val_metric,
-        )
+        k, score = candidate.k, candidate.val_metric
+        log.info("%s: %s %d features: validation %.4f", self.name, what, k, score)
 
     def choose_among(
         self,
