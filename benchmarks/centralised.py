@@ -38,11 +38,13 @@ from sklearn.base import ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.model_selection import StratifiedKFold, train_test_split
+from sklearn.model_selection import StratifiedKFold
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import LinearSVC
+
+from vflfs.datasets import draw_rows
 
 MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     "logistic": lambda seed: LogisticRegression(max_iter=3000),
@@ -58,7 +60,9 @@ MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     ),
     "mlp_no_early_stopping": lambda seed: MLPClassifier((64, 16), max_iter=500, random_state=seed),
 }
-SUBSAMPLED = {"mlp_no_early_stopping": 0.8}  # share of the training rows the model trains on
+# Share of the training rows a model leaves out (drawn as vflfs draws its validation rows:
+# stratified, class by class where a class is too small for it, with a warning).
+HELD_OUT = {"mlp_no_early_stopping": 0.2}
 
 
 def load(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -76,16 +80,6 @@ def kept_columns(model: ClassifierMixin) -> int:
     return int(used.any(axis=0).sum())
 
 
-def subsample(rows: np.ndarray, y: np.ndarray, share: float, seed: int) -> np.ndarray:
-    """``share`` of ``rows``, stratified by class where every class can be (at random where a
-    class of one row cannot)."""
-    try:
-        return train_test_split(rows, train_size=share, random_state=seed, stratify=y[rows])[0]
-    except ValueError as exc:
-        warnings.warn(f"subsample not stratified by class ({exc})", stacklevel=2)
-        return train_test_split(rows, train_size=share, random_state=seed)[0]
-
-
 def fold_scores(
     X: np.ndarray, y: np.ndarray, name: str, folds: int, seed: int
 ) -> tuple[list[float], list[int]]:
@@ -93,8 +87,8 @@ def fold_scores(
     scores, kept = [], []
     split = StratifiedKFold(folds, shuffle=True, random_state=seed)
     for train, test in split.split(X, y):
-        if name in SUBSAMPLED:
-            train = subsample(train, y, SUBSAMPLED[name], seed)
+        if name in HELD_OUT:
+            train, _ = draw_rows(train, y, HELD_OUT[name], seed, f"{name}'s held-out share")
         scaler = MinMaxScaler().fit(X[train])
         model = MODELS[name](seed)
         with warnings.catch_warnings():

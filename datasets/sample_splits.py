@@ -52,12 +52,12 @@ def split_samples(
     _check_fraction("val_fraction", val_fraction)
     if train_idx is None and test_idx is None:
         _check_fraction("test_fraction", test_fraction)
-        pool, test = _draw(np.arange(n), labels, test_fraction, seed, "test_fraction")
+        pool, test = draw_rows(np.arange(n), labels, test_fraction, seed, "test_fraction")
     elif train_idx is None or test_idx is None:
         raise DataError("an official split needs both train_idx and test_idx; fix: pass both")
     else:
         pool, test = _official(n, train_idx, test_idx)
-    train, val = _draw(pool, labels, val_fraction, seed, "val_fraction")
+    train, val = draw_rows(pool, labels, val_fraction, seed, "val_fraction")
     return _sorted(train, val, test)
 
 
@@ -89,7 +89,7 @@ def kfold_splits(
         ) from exc
     splits = []
     for pool, test in folds:
-        train, val = _draw(pool, labels, val_fraction, seed, "val_fraction")
+        train, val = draw_rows(pool, labels, val_fraction, seed, "val_fraction")
         splits.append(_sorted(train, val, test))
     return splits
 
@@ -118,11 +118,12 @@ def _strata(n: int, y: np.ndarray | None, stratify: bool) -> np.ndarray | None:
     return labels
 
 
-def _draw(
+def draw_rows(
     rows: np.ndarray, labels: np.ndarray | None, fraction: float, seed: int, what: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Split ``rows`` into (kept, drawn) with ``fraction`` of them drawn (stratified by
-    ``labels`` where given: scikit-learn's split, else :func:`_draw_by_class`)."""
+    """Split ``rows`` into (kept, drawn) with ``fraction`` of them drawn, stratified by
+    ``labels`` (one per row of the dataset) where given: scikit-learn's split, else
+    :func:`_draw_by_class` with a warning; ``what`` names the share in messages."""
     if fraction == 0:
         return rows, np.empty(0, dtype=np.int64)
     strata = None if labels is None else labels[rows]

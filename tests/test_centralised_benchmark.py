@@ -60,19 +60,20 @@ def test_a_table_without_labels_is_refused_by_name(tmp_path):
         main([str(path)])
 
 
-def test_a_model_that_cannot_fit_a_table_is_marked_failed_and_the_others_go_on(tmp_path):
+def test_a_model_that_cannot_fit_a_table_is_marked_failed_and_the_others_go_on(tmp_path, caplog):
     # A class of two rows: some of the L1 model's inner folds hold none of it.
     X, y = make_classification(n_samples=60, n_features=8, n_informative=3, random_state=0)
     y[:2] = 2
     path = save_npz(tmp_path / "small.npz", X=X, y=y)
     out = tmp_path / "out"
     models = ["logistic", "l1_logistic_cv", "mlp_no_early_stopping"]
-    with pytest.warns(UserWarning, match="subsample not stratified"):
+    with caplog.at_level("WARNING", logger="vflfs"):
         main([str(path), "--models", *models, "--out", str(out)])
+    assert "too few for a stratified split" in caplog.text
     models = json.loads((out / "centralised.json").read_text())[0]["models"]
     assert "at least 2 classes" in models["l1_logistic_cv"]["error"]
     assert len(models["logistic"]["folds"]) == 5
-    # a fold's training rows hold one row of the small class: its subsample is not stratified
+    # a fold's training rows hold one row of the small class: drawn class by class
     assert len(models["mlp_no_early_stopping"]["folds"]) == 5
     assert "| small | " in (out / "centralised.md").read_text()
     assert "failed" in (out / "centralised.md").read_text()
