@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vflfs.datasets import kfold_splits
 from vflfs.federation import Federation, Traffic
+from vflfs.ml.metrics import majority_margin
 from vflfs.runtime import results as files
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.settings import TopLevelSettings
@@ -90,7 +91,7 @@ def cross_validate(
         done["folds"].append({"summary": summaries[-1], "history": [_as_written(r) for r in rows]})
         files.write_folds_done(out_dir, done)
         (out_dir / files.CHECKPOINT).unlink(missing_ok=True)  # of the fold just recorded
-    aggregate = _aggregate(summaries)
+    aggregate = aggregate_folds(summaries)
     if done["resumed"]:
         aggregate["cv"]["resumed"] = done["resumed"]
     aggregate["wall_time_s"] = _total_wall(summaries, time.perf_counter() - start)
@@ -156,8 +157,10 @@ def _fold_indices(experiments: list[Experiment]) -> list[dict]:
     ]
 
 
-def _aggregate(summaries: list[dict]) -> dict:
-    """Fold 0's layout with fold means at the top and ``cv`` holding mean, std and values."""
+def aggregate_folds(summaries: list[dict]) -> dict:
+    """Fold 0's layout with the folds' means at the top (scores, the selection, the
+    majority-class baseline), every fold's warnings, and ``cv`` holding mean, std and values;
+    each fold's own summary is in ``folds``."""
     first = summaries[0]
     out = {"status": "completed", **{k: v for k, v in first.items() if k != "step_losses"}}
     cv: dict = {"folds": len(summaries)}
@@ -167,11 +170,79 @@ def _aggregate(summaries: list[dict]) -> dict:
             out[key] = cv[key]["mean"]
     cv["selection_ratio"] = _stats([s["selection"]["ratio"] for s in summaries])
     cv["mb"] = _stats([s["communication"]["mb"] for s in summaries])
-    out["selection"] = {**first["selection"], "ratio": cv["selection_ratio"]["mean"]}
+    out["selection"] = _mean_selection([s["selection"] for s in summaries])
+    out["baseline_test_metric"] = float(np.mean([s["baseline_test_metric"] for s in summaries]))
+    out["warnings"] = _warnings(summaries, out)
     out["test_metric_std"] = cv["test_metric"]["std"]
     out["cv"] = cv
     out["folds"] = summaries
     return out
+
+
+def _mean_selection(selections: list[dict]) -> dict:
+    """The folds' selections averaged: features kept in all and per party, the ratio and,
+    where known, precision, recall and the spurious columns removed (``per_fold``: each
+    fold's count)."""
+    out: dict = {
+        "per_party": [
+            {
+                "party": parts[0]["party"],
+                "selected": _mean(p["selected"] for p in parts),
+                "of": parts[0]["of"],
+            }
+            for parts in zip(*(s["per_party"] for s in selections), strict=True)
+        ],
+        "selected_features": _mean(s["selected_features"] for s in selections),
+        "total_features": selections[0]["total_features"],
+        "per_fold": [s["selected_features"] for s in selections],
+    }
+    for key in ("ratio", "spurious_removed", "precision", "recall"):
+        if all(key in s for s in selections):
+            out[key] = _mean(s[key] for s in selections)
+    return out
+
+
+def _warnings(summaries: list[dict], aggregate: dict) -> list[str]:
+    """Every fold's warnings, named by fold (each fold logged its own), after one for the
+    folds together when they learned nothing (:func:`_learned_nothing`); that one is logged
+    here, with the count of folds that warned."""
+    overall = _learned_nothing(summaries, aggregate)
+    if overall:
+        log.warning("WARNING: %s", overall)
+    warned = sum(bool(s["warnings"]) for s in summaries)
+    if warned:
+        log.warning(
+            "WARNING: %d of %d folds warned (results.json: warnings)", warned, len(summaries)
+        )
+    named = [f"fold {i}: {w}" for i, s in enumerate(summaries, start=1) for w in s["warnings"]]
+    return ([overall] if overall else []) + named
+
+
+def _learned_nothing(summaries: list[dict], aggregate: dict) -> str | None:
+    """The warning for folds whose mean test score is no better than predicting without
+    features (the majority class, within one standard error on all the folds' test rows; the
+    mean for a regression), or None."""
+    baseline, mean, k = aggregate["baseline_test_metric"], aggregate["test_metric"], len(summaries)
+    if aggregate.get("task") != "classification":
+        if mean > 0.0:
+            return None
+        return (
+            f"learned nothing: mean test R^2 {mean:.4f} over {k} folds is no better than "
+            "predicting the mean"
+        )
+    n = sum(s["samples"]["test"] for s in summaries)
+    margin = majority_margin(baseline, n)
+    if mean > baseline + margin:
+        return None
+    return (
+        f"learned nothing: mean test accuracy {mean:.4f} over {k} folds is no better than "
+        f"always predicting the majority class ({baseline:.4f}; one standard error on {n} "
+        f"test rows: {margin:.4f})"
+    )
+
+
+def _mean(values) -> float:
+    return float(np.mean(list(values)))
 
 
 def _total_wall(summaries: list[dict], total: float) -> dict:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vflfs.runtime.cli import outcome
+from vflfs.server_app.cross_validation import aggregate_folds
 
 from helpers import run_local, tiny_config
 
@@ -98,3 +99,67 @@ def test_folds_are_seeded(cv_run, tmp_path):
         json.loads((tmp_path / "other" / "folds.json").read_text())[0]["test"]
         != json.loads((out / "folds.json").read_text())[0]["test"]
     )
+
+
+def test_the_top_level_selection_and_baseline_are_the_folds_means(cv_run):
+    _, summary = cv_run
+    folds = summary["folds"]
+    selection = summary["selection"]
+    kept = [f["selection"]["selected_features"] for f in folds]
+    assert selection["per_fold"] == kept
+    assert selection["selected_features"] == pytest.approx(np.mean(kept))
+    assert selection["ratio"] == pytest.approx(np.mean([f["selection"]["ratio"] for f in folds]))
+    for m, party in enumerate(selection["per_party"]):
+        counts = [f["selection"]["per_party"][m]["selected"] for f in folds]
+        assert party["selected"] == pytest.approx(np.mean(counts))
+    baselines = [f["baseline_test_metric"] for f in folds]
+    assert summary["baseline_test_metric"] == pytest.approx(np.mean(baselines))
+
+
+def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict:
+    """A fold's summary as ``summarize`` writes it, with the keys the aggregate reads."""
+    per_party = [{"party": 0, "selected": 3, "of": 4}, {"party": 1, "selected": 1, "of": 4}]
+    return {
+        "task": "classification",
+        "test_metric": test_metric,
+        "val_metric": test_metric,
+        "baseline_test_metric": baseline,
+        "warnings": warnings,
+        "samples": {"train": 60, "val": 20, "test": 20},
+        "selection": {
+            "per_party": per_party,
+            "selected_features": 4,
+            "total_features": 8,
+            "ratio": 0.5,
+            "recall": 1.0,
+        },
+        "communication": {"mb": 1.0},
+    }
+
+
+def test_every_folds_warning_reaches_the_top_level_named_by_its_fold():
+    folds = [fold(0.9, []), fold(0.5, ["learned nothing: fold 2's"]), fold(0.85, ["a", "b"])]
+    summary = aggregate_folds(folds)
+    assert summary["warnings"] == ["fold 2: learned nothing: fold 2's", "fold 3: a", "fold 3: b"]
+    assert summary["selection"]["recall"] == 1.0 and summary["selection"]["per_fold"] == [4] * 3
+
+
+def test_folds_that_learned_nothing_together_warn_first():
+    # Mean 0.55 on 60 test rows at a majority of 0.5: within one standard error (0.065).
+    folds = [fold(0.5, ["learned nothing: fold 1's"]), fold(0.6, []), fold(0.55, [])]
+    warnings = aggregate_folds(folds)["warnings"]
+    assert warnings[0].startswith("learned nothing: mean test accuracy 0.5500 over 3 folds")
+    assert "one standard error on 60 test rows" in warnings[0]
+    assert warnings[1:] == ["fold 1: learned nothing: fold 1's"]
+    assert not aggregate_folds([fold(0.7, []), fold(0.6, []), fold(0.65, [])])["warnings"]
+
+
+def test_regression_folds_whose_mean_r2_is_not_above_zero_warn():
+    folds = [fold(0.1, []), fold(-0.3, ["learned nothing: R^2"])]
+    for f in folds:
+        f["task"], f["baseline_test_metric"] = "regression", 0.0
+    warnings = aggregate_folds(folds)["warnings"]
+    assert warnings == [
+        "learned nothing: mean test R^2 -0.1000 over 2 folds is no better than predicting the mean",
+        "fold 2: learned nothing: R^2",
+    ]
