@@ -82,18 +82,22 @@ def run_job(cfg: DictConfig, out_dir: Path) -> dict:
 
 
 def outcome(summary: dict) -> str:
-    """The closing line: test score at the best epoch (mean ± std over folds) and traffic."""
-    cv = summary.get("cv")
+    """The closing line: test score at the best epoch (mean ± std over folds), the features
+    kept (with precision and recall where the relevant columns are known) and traffic."""
+    cv, selection = summary.get("cv"), summary["selection"]
+    kept = f"{selection['selected_features']:g} of {selection['total_features']} features"
+    if "precision" in selection:  # the relevant columns are known
+        kept += f" (precision {selection['precision']:.2f}, recall {selection['recall']:.2f})"
     if not cv:
         return (
             f"test {summary['metric']} {summary['test_metric']:.4f} (best epoch "
-            f"{summary['best_epoch']}); {summary['communication']['mb']:.2f} MB"
+            f"{summary['best_epoch']}); {kept}; {summary['communication']['mb']:.2f} MB"
         )
     test = cv["test_metric"]
     epochs = ", ".join(str(f["best_epoch"]) for f in summary["folds"])
     return (
         f"test {summary['metric']} {test['mean']:.4f} ± {test['std']:.4f} over {cv['folds']} "
-        f"folds (best epochs {epochs}); {cv['mb']['mean']:.2f} MB per fold"
+        f"folds (best epochs {epochs}); {kept} on average; {cv['mb']['mean']:.2f} MB per fold"
     )
 
 

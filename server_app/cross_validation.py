@@ -159,8 +159,8 @@ def _fold_indices(experiments: list[Experiment]) -> list[dict]:
 
 def aggregate_folds(summaries: list[dict]) -> dict:
     """Fold 0's layout with the folds' means at the top (scores, the selection, the
-    majority-class baseline), every fold's warnings, and ``cv`` holding mean, std and values;
-    each fold's own summary is in ``folds``."""
+    majority-class baseline), every fold's warnings, best epoch and epochs run, and ``cv``
+    holding mean, std and values; each fold's own summary is in ``folds``."""
     first = summaries[0]
     out = {"status": "completed", **{k: v for k, v in first.items() if k != "step_losses"}}
     cv: dict = {"folds": len(summaries)}
@@ -170,6 +170,8 @@ def aggregate_folds(summaries: list[dict]) -> dict:
             out[key] = cv[key]["mean"]
     cv["selection_ratio"] = _stats([s["selection"]["ratio"] for s in summaries])
     cv["mb"] = _stats([s["communication"]["mb"] for s in summaries])
+    for key in ("best_epoch", "epochs_run"):  # each fold's, in fold order
+        out[key] = [s[key] for s in summaries]
     out["selection"] = _mean_selection([s["selection"] for s in summaries])
     out["baseline_test_metric"] = float(np.mean([s["baseline_test_metric"] for s in summaries]))
     out["warnings"] = _warnings(summaries, out)

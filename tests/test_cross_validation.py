@@ -50,6 +50,14 @@ def test_epoch_lines_name_their_fold_and_the_summary_gives_mean_and_std(cv_run):
     assert outcome(summary).startswith(
         f"test accuracy {test['mean']:.4f} ± {test['std']:.4f} over 3 folds (best epochs {best})"
     )
+    selection = summary["selection"]  # vfl keeps all: precision is the relevant columns' share
+    total, share = selection["total_features"], selection["precision"]
+    kept = f"{total} of {total} features (precision {share:.2f}, recall 1.00)"
+    assert f"); {kept} on average; " in outcome(summary)
+    one = summary["folds"][0]  # a run without folds closes on its own numbers
+    assert outcome(one).startswith(
+        f"test accuracy {one['test_metric']:.4f} (best epoch {one['best_epoch']}); {kept}; "
+    )
 
 
 def test_folds_are_disjoint_and_cover_the_data(cv_run):
@@ -114,6 +122,8 @@ def test_the_top_level_selection_and_baseline_are_the_folds_means(cv_run):
         assert party["selected"] == pytest.approx(np.mean(counts))
     baselines = [f["baseline_test_metric"] for f in folds]
     assert summary["baseline_test_metric"] == pytest.approx(np.mean(baselines))
+    assert summary["best_epoch"] == [f["best_epoch"] for f in folds]
+    assert summary["epochs_run"] == [f["epochs_run"] for f in folds] == [2, 2, 2]
 
 
 def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict:
@@ -125,6 +135,8 @@ def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict
         "val_metric": test_metric,
         "baseline_test_metric": baseline,
         "warnings": warnings,
+        "best_epoch": 3,
+        "epochs_run": 5,
         "samples": {"train": 60, "val": 20, "test": 20},
         "selection": {
             "per_party": per_party,

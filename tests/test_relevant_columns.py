@@ -12,7 +12,7 @@ import pytest
 from vflfs.client_app.app import app as client_app
 from vflfs.datasets import DataError, load_dataset
 from vflfs.federation import LocalGrid
-from vflfs.runtime.cli import run_job
+from vflfs.runtime.cli import outcome, run_job
 from vflfs.runtime.config import compose_config
 from vflfs.runtime.split_files import main as split_main
 from vflfs.server_app.experiment import Experiment
@@ -129,6 +129,7 @@ def test_npz_run_reports_precision_and_recall(tmp_path):
         f"dataset.params.relevant=[{','.join(map(str, relevant[:3]))}]", "split.num_parties=2",
     )  # fmt: skip
     assert_all_kept(summary, 3, 24)
+    assert "; 24 of 24 features (precision 0.12, recall 1.00); " in outcome(summary)
 
 
 def test_csv_run_reports_precision_and_recall_by_name(tmp_path):
