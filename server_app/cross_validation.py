@@ -23,7 +23,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from vflfs.datasets import kfold_splits
 from vflfs.federation import Federation, Traffic
-from vflfs.ml.metrics import majority_margin
 from vflfs.runtime import results as files
 from vflfs.runtime.output_folder import OutputFolderError, differences
 from vflfs.runtime.settings import TopLevelSettings
@@ -31,6 +30,7 @@ from vflfs.strategies import make_strategy
 from vflfs.strategies.checkpoint import open_checkpoints, run_strategy
 
 from .experiment import Experiment
+from .outcome import learned_nothing
 
 log = logging.getLogger("vflfs")
 
@@ -206,9 +206,16 @@ def _mean_selection(selections: list[dict]) -> dict:
 
 def _warnings(summaries: list[dict], aggregate: dict) -> list[str]:
     """Every fold's warnings, named by fold (each fold logged its own), after one for the
-    folds together when they learned nothing (:func:`_learned_nothing`); that one is logged
-    here, with the count of folds that warned."""
-    overall = _learned_nothing(summaries, aggregate)
+    folds together when their mean test score is no better than predicting without features
+    (:func:`~.outcome.learned_nothing`); that one is logged here, with the count of folds
+    that warned."""
+    overall = learned_nothing(
+        aggregate["task"],
+        aggregate["test_metric"],
+        aggregate["baseline_test_metric"],
+        sum(s["samples"]["test"] for s in summaries),
+        folds=len(summaries),
+    )
     if overall:
         log.warning("WARNING: %s", overall)
     warned = sum(bool(s["warnings"]) for s in summaries)
@@ -218,29 +225,6 @@ def _warnings(summaries: list[dict], aggregate: dict) -> list[str]:
         )
     named = [f"fold {i}: {w}" for i, s in enumerate(summaries, start=1) for w in s["warnings"]]
     return ([overall] if overall else []) + named
-
-
-def _learned_nothing(summaries: list[dict], aggregate: dict) -> str | None:
-    """The warning for folds whose mean test score is no better than predicting without
-    features (the majority class, within one standard error on all the folds' test rows; the
-    mean for a regression), or None."""
-    baseline, mean, k = aggregate["baseline_test_metric"], aggregate["test_metric"], len(summaries)
-    if aggregate.get("task") != "classification":
-        if mean > 0.0:
-            return None
-        return (
-            f"learned nothing: mean test R^2 {mean:.4f} over {k} folds is no better than "
-            "predicting the mean"
-        )
-    n = sum(s["samples"]["test"] for s in summaries)
-    margin = majority_margin(baseline, n)
-    if mean > baseline + margin:
-        return None
-    return (
-        f"learned nothing: mean test accuracy {mean:.4f} over {k} folds is no better than "
-        f"always predicting the majority class ({baseline:.4f}; one standard error on {n} "
-        f"test rows: {margin:.4f})"
-    )
 
 
 def _mean(values) -> float:

@@ -13,29 +13,38 @@ from .experiment import Experiment
 log = logging.getLogger("vflfs")
 
 
+def learned_nothing(
+    kind: str, score: float, baseline: float, n: int, folds: int | None = None
+) -> str | None:
+    """The warning for a test score no better than predicting without features (None if it
+    did better): for classification the majority class's accuracy ``baseline`` plus one
+    standard error on the ``n`` test rows, for a regression an R^2 of zero. ``folds``: the
+    score is the mean over that many folds (``n`` their test rows together)."""
+    classification = kind == "classification"
+    what = f"test {'accuracy' if classification else 'R^2'} {score:.4f}"
+    if folds:
+        what = f"mean {what} over {folds} folds"
+    if not classification:
+        if score > 0.0:
+            return None
+        return f"learned nothing: {what} is no better than predicting the mean"
+    margin = majority_margin(baseline, n)
+    if score > baseline + margin:
+        return None
+    return (
+        f"learned nothing: {what} is no better than always predicting the majority class "
+        f"({baseline:.4f}; one standard error on {n} test rows: {margin:.4f})"
+    )
+
+
 def outcome(experiment: Experiment, result: RunResult) -> dict:
     """``baseline`` (what predicting without features scores on the test rows) and the
     ``warnings`` of a run that learned nothing or whose selection cost accuracy; each
     warning is also logged."""
-    best = result.best
-    warnings: list[str] = []
-    if experiment.task.kind == "classification":
-        baseline = experiment.majority_rate(experiment.splits.test)
-        n = len(experiment.splits.test)
-        margin = majority_margin(baseline, n)
-        if best["test_metric"] <= baseline + margin:
-            warnings.append(
-                f"learned nothing: test accuracy {best['test_metric']:.4f} is no better than "
-                f"always predicting the majority class ({baseline:.4f}; one standard error "
-                f"on {n} test rows: {margin:.4f})"
-            )
-    else:
-        baseline = 0.0
-        if best["test_metric"] <= 0.0:
-            warnings.append(
-                f"learned nothing: test R^2 {best['test_metric']:.4f} is no better than "
-                "predicting the mean"
-            )
+    kind, test = experiment.task.kind, experiment.splits.test
+    baseline = experiment.majority_rate(test) if kind == "classification" else 0.0
+    nothing = learned_nothing(kind, result.best["test_metric"], baseline, len(test))
+    warnings: list[str] = [nothing] if nothing else []
     choice = result.extra.get("path_choice") or {}
     if choice.get("fallback") == "dense":
         warnings.append(
