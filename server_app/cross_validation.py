@@ -37,6 +37,11 @@ log = logging.getLogger("vflfs")
 FOLDS = "folds.json"
 # Per-fold numbers averaged into the top level of results.json.
 AVERAGED = ("test_metric", "val_metric", "train_metric", "final_test_metric")
+# A fold's own entries (its traffic, rows, path, importance and strategy extras): in ``folds``
+# only, where the top level would show fold 0's.
+FOLD_ONLY = ("step_losses", "path", "importance", "extra", "communication", "samples")
+# What the top level keeps of each party: its columns, the same in every fold.
+PARTY_KEYS = ("index", "columns", "n_features", "spurious", "device")
 
 
 def fold_experiments(experiment: Experiment) -> list[Experiment]:
@@ -158,11 +163,14 @@ def _fold_indices(experiments: list[Experiment]) -> list[dict]:
 
 
 def aggregate_folds(summaries: list[dict]) -> dict:
-    """Fold 0's layout with the folds' means at the top (scores, the selection, the
-    majority-class baseline), every fold's warnings, best epoch and epochs run, and ``cv``
-    holding mean, std and values; each fold's own summary is in ``folds``."""
+    """The run's entries (strategy, dataset, task, the parties' columns, ...) with the folds'
+    means at the top (scores, the selection, the majority-class baseline), every fold's
+    warnings, best epoch and epochs run, and ``cv`` holding mean, std and values; each fold's
+    own summary, the only place of its traffic, rows, path, importance and extras, is in
+    ``folds``."""
     first = summaries[0]
-    out = {"status": "completed", **{k: v for k, v in first.items() if k != "step_losses"}}
+    out = {"status": "completed", **{k: v for k, v in first.items() if k not in FOLD_ONLY}}
+    out["parties"] = [{k: p[k] for k in PARTY_KEYS if k in p} for p in first["parties"]]
     cv: dict = {"folds": len(summaries)}
     for key in AVERAGED:
         if key in first:

@@ -126,6 +126,15 @@ def test_the_top_level_selection_and_baseline_are_the_folds_means(cv_run):
     assert summary["epochs_run"] == [f["epochs_run"] for f in folds] == [2, 2, 2]
 
 
+def test_a_folds_own_entries_stay_in_folds(cv_run):
+    _, summary = cv_run
+    for key in ("extra", "importance", "communication", "samples", "step_losses"):
+        assert key not in summary and all(key in f for f in summary["folds"]), key
+    first = summary["folds"][0]["parties"]
+    assert [p["columns"] for p in summary["parties"]] == [p["columns"] for p in first]
+    assert not any("selected" in p for p in summary["parties"])
+
+
 def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict:
     """A fold's summary as ``summarize`` writes it, with the keys the aggregate reads."""
     per_party = [{"party": 0, "selected": 3, "of": 4}, {"party": 1, "selected": 1, "of": 4}]
@@ -146,6 +155,7 @@ def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict
             "recall": 1.0,
         },
         "communication": {"mb": 1.0},
+        "parties": [{"index": 0, "columns": [0, 1, 2, 3], "n_features": 4, "selected": [0]}],
     }
 
 
