@@ -85,7 +85,9 @@ def outcome(summary: dict) -> str:
     """The closing line: test score at the best epoch (mean ± std over folds), the features
     kept (with precision and recall where the relevant columns are known) and traffic."""
     cv, selection = summary.get("cv"), summary["selection"]
-    kept = f"{selection['selected_features']:g} of {selection['total_features']} features"
+    n = float(selection["selected_features"])  # a mean over folds need not be whole
+    kept = f"{n:.0f}" if n.is_integer() else f"{n:.1f}"
+    kept += f" of {selection['total_features']} features"
     if "precision" in selection:  # the relevant columns are known
         kept += f" (precision {selection['precision']:.2f}, recall {selection['recall']:.2f})"
     if not cv:

@@ -135,11 +135,15 @@ def test_a_folds_own_entries_stay_in_folds(cv_run):
     assert not any("selected" in p for p in summary["parties"])
 
 
-def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict:
-    """A fold's summary as ``summarize`` writes it, with the keys the aggregate reads."""
-    per_party = [{"party": 0, "selected": 3, "of": 4}, {"party": 1, "selected": 1, "of": 4}]
+def fold(
+    test_metric: float, warnings: list[str], baseline: float = 0.5, kept: tuple = (3, 1)
+) -> dict:
+    """A fold's summary as ``summarize`` writes it, with the keys the aggregate reads
+    (``kept``: each party's selected features, of 4)."""
+    per_party = [{"party": m, "selected": k, "of": 4} for m, k in enumerate(kept)]
     return {
         "task": "classification",
+        "metric": "accuracy",
         "test_metric": test_metric,
         "val_metric": test_metric,
         "baseline_test_metric": baseline,
@@ -149,14 +153,27 @@ def fold(test_metric: float, warnings: list[str], baseline: float = 0.5) -> dict
         "samples": {"train": 60, "val": 20, "test": 20},
         "selection": {
             "per_party": per_party,
-            "selected_features": 4,
+            "selected_features": sum(kept),
             "total_features": 8,
-            "ratio": 0.5,
+            "ratio": sum(kept) / 8,
             "recall": 1.0,
         },
         "communication": {"mb": 1.0},
         "parties": [{"index": 0, "columns": [0, 1, 2, 3], "n_features": 4, "selected": [0]}],
     }
+
+
+def test_the_top_level_selection_is_every_folds_mean_not_the_first_folds():
+    folds = [fold(0.9, [], kept=(3, 1)), fold(0.9, [], kept=(1, 0)), fold(0.9, [], kept=(2, 2))]
+    selection = aggregate_folds(folds)["selection"]
+    assert selection["per_fold"] == [4, 1, 4]
+    assert selection["selected_features"] == pytest.approx(3.0)
+    assert selection["ratio"] == pytest.approx(3.0 / 8)
+    assert [p["selected"] for p in selection["per_party"]] == pytest.approx([2.0, 1.0])
+    assert [p["of"] for p in selection["per_party"]] == [4, 4]
+    assert "; 3 of 8 features on average; " in outcome(aggregate_folds(folds))
+    folds[2] = fold(0.9, [], kept=(2, 1))  # 8 features over 3 folds
+    assert "; 2.7 of 8 features on average; " in outcome(aggregate_folds(folds))
 
 
 def test_every_folds_warning_reaches_the_top_level_named_by_its_fold():
