@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,23 @@ from vflfs.datasets import clear_dataset_cache
 
 import deployment_stack
 from helpers import DATA_DIR
+
+MAX_WORKERS = 4  # the suite's longest tests, not the cores, set its time beyond this many
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many workers ``-n auto`` (pyproject's addopts) starts: one per core, up to
+    ``MAX_WORKERS``. None on one core, and none (every test in this process) when the heavy or
+    extended scenarios are selected: each starts Flower's engines (a SuperLink, SuperNodes,
+    Ray), which take the cores themselves, and the deployment ones share one stack for the
+    session. xdist's own ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides both."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    if re.search(r"(?<!not )\b(heavy|extended)\b", config.getoption("markexpr") or ""):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cores or 1, MAX_WORKERS)
+    return workers if workers > 1 else 0  # on one core, no worker processes to start
 
 
 @pytest.fixture(scope="session")
