@@ -15,6 +15,14 @@ seconds of those epochs (``history.csv``'s ``wall_s``) and of the run outside it
     python -m benchmarks.path_cost --repeats 3 --out outputs/path_cost
     python -m benchmarks.path_cost --dataset synthetic_madelon --strategies stg --repeats 1
 
+With ``--reference COMMIT`` each repeat also runs the 40-epoch dense run of vflfs as it was
+at that commit (its files from ``git archive``, imported as ``vflfs`` ahead of the installed
+package), right after today's, and the table gives each run's ratio to it too: a cost target
+set against the code of a given day is measured against that code's run on this machine, in
+the same repeat. The commit's code must run with today's installed packages.
+
+    python -m benchmarks.path_cost --strategies stg fedsdg_fs group_lasso --reference ff66036
+
 The runs land in ``<out>/runs/<repeat>/<name>/`` (each with its usual files); the table in
 ``<out>/path_cost.json`` and ``path_cost.md``. Datasets that read files need
 ``VFLFS_DATA_DIR`` (docs/datasets.md).
@@ -24,15 +32,39 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 DENSE = ("vfl_40_epochs", ["strategy=vfl", "training.epochs=40", "training.patience=null"])
+REPO = Path(__file__).resolve().parents[1]
+
+
+def reference_env(commit: str, folder: Path) -> dict[str, str]:
+    """The environment of a process that imports vflfs as it was at ``commit``: the commit's
+    files (``git archive`` of this repository) as the package ``vflfs`` in ``folder``, which
+    goes first on ``PYTHONPATH`` (ahead of the installed package's finder)."""
+    package = folder / "vflfs"
+    if not (package / "__init__.py").exists():
+        done = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True)
+        if done.returncode != 0:
+            raise SystemExit(
+                f"--reference {commit}: git archive failed ({done.stderr.decode().strip()}); "
+                "fix: name a commit of this repository's history, from a git checkout of it"
+            )
+        package.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(package, **safe)
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def child_cpu() -> float:
@@ -41,12 +73,13 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(name: str, overrides: list[str], folder: Path) -> dict:
-    """One run in a fresh process: its wall and CPU seconds and what it reported."""
+def run(name: str, overrides: list[str], folder: Path, env: dict[str, str] | None = None) -> dict:
+    """One run in a fresh process (of ``env``, default this one's): its wall and CPU seconds
+    and what it reported."""
     cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
     cmd += [*overrides, f"output_dir={folder}"]
     cpu, start = child_cpu(), time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall, cpu = time.perf_counter() - start, child_cpu() - cpu
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -54,7 +87,7 @@ def run(name: str, overrides: list[str], folder: Path) -> dict:
     r = json.loads((folder / "results.json").read_text())
     refits = refit_spans(r)
     with open(folder / "history.csv", newline="") as f:
-        ends = [float(row["wall_s"]) for row in csv.DictReader(f)]
+        ends = [float(row["wall_s"]) for row in csv.DictReader(f) if row.get("wall_s")]
     return {
         "name": name,
         "wall_s": round(wall, 2),
@@ -87,47 +120,64 @@ def span_seconds(ends: list[float], spans: list[tuple[int, int]]) -> float:
     return float(sum(ends[stop - 1] - (ends[first - 1] if first else 0.0) for first, stop in spans))
 
 
-def summarise(repeats: list[list[dict]]) -> list[dict]:
-    """Per name: the medians over repeats, and the wall ratio to the repeat's dense run."""
+def summarise(repeats: list[list[dict]], reference: int | None = None) -> list[dict]:
+    """Per name: the medians over repeats, and the wall ratio to the repeat's dense run (and
+    to its run number ``reference``, the reference code's dense run, where there is one)."""
     rows = []
     for i, first in enumerate(repeats[0]):
         runs = [rep[i] for rep in repeats]
-        ratios = [rep[i]["wall_s"] / rep[0]["wall_s"] for rep in repeats]
-        rows.append(
-            {
-                "name": first["name"],
-                "wall_s": round(statistics.median(r["wall_s"] for r in runs), 1),
-                "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 1),
-                "x_dense": round(statistics.median(ratios), 2),
-                "x_dense_range": [round(min(ratios), 2), round(max(ratios), 2)],
-                "epochs": first["epochs"],
-                "refits": first.get("refits", 0),
-                "refit_epochs": first.get("refit_epochs", 0),
-                "refit_s": round(statistics.median(r.get("refit_s", 0.0) for r in runs), 1),
-                "outside_s": round(statistics.median(r.get("outside_s", 0.0) for r in runs), 1),
-                "test_metric": first["test_metric"],
-                "kept": first["kept"],
-            }
-        )
+        row = {
+            "name": first["name"],
+            "wall_s": round(statistics.median(r["wall_s"] for r in runs), 1),
+            "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 1),
+            **ratios(repeats, i, 0, "x_dense"),
+            "epochs": first["epochs"],
+            "refits": first.get("refits", 0),
+            "refit_epochs": first.get("refit_epochs", 0),
+            "refit_s": round(statistics.median(r.get("refit_s", 0.0) for r in runs), 1),
+            "outside_s": round(statistics.median(r.get("outside_s", 0.0) for r in runs), 1),
+            "test_metric": first["test_metric"],
+            "kept": first["kept"],
+        }
+        if reference is not None:
+            row.update(ratios(repeats, i, reference, "x_reference"))
+        rows.append(row)
     return rows
 
 
+def ratios(repeats: list[list[dict]], i: int, base: int, key: str) -> dict:
+    """Run ``i``'s wall time over run ``base``'s, repeat by repeat: their median and range."""
+    values = [rep[i]["wall_s"] / rep[base]["wall_s"] for rep in repeats]
+    return {
+        key: round(statistics.median(values), 2),
+        f"{key}_range": [round(min(values), 2), round(max(values), 2)],
+    }
+
+
 def markdown(rows: list[dict], header: str) -> str:
+    reference = any("x_reference" in r for r in rows)
+    extra = " x the reference's dense run (range) |" if reference else ""
     lines = [
         header,
         "",
-        "| run | wall s | CPU s | x the dense run (range) | epochs | of them refits' (refits) "
-        "| refits' s | s outside the epochs | test metric | kept |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | wall s | CPU s | x the dense run (range) |"
+        f"{extra} epochs | of them refits' (refits) | refits' s | s outside the epochs "
+        "| test metric | kept |",
+        "|---|---|---|---|" + ("---|" if reference else "") + "---|---|---|---|---|---|",
     ]
     for r in rows:
-        low, high = r["x_dense_range"]
-        lines.append(
-            f"| {r['name']} | {r['wall_s']} | {r['cpu_s']} | {r['x_dense']} ({low}-{high}) | "
-            f"{r['epochs']} | {r['refit_epochs']} ({r['refits']}) | {r['refit_s']} | "
-            f"{r['outside_s']} | {r['test_metric']} | {r['kept']} |"
-        )
+        cells = [r["name"], r["wall_s"], r["cpu_s"], span(r, "x_dense")]
+        cells += [span(r, "x_reference")] if reference else []
+        cells += [r["epochs"], f"{r['refit_epochs']} ({r['refits']})", r["refit_s"]]
+        cells += [r["outside_s"], r["test_metric"], r["kept"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def span(row: dict, key: str) -> str:
+    """A ratio and its range over the repeats: ``3.0 (2.0-5.0)``."""
+    low, high = row[f"{key}_range"]
+    return f"{row[key]} ({low}-{high})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,19 +186,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategies", nargs="+", default=["stg", "fedsdg_fs", "group_lasso"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", nargs="*", default=[], help="Hydra overrides for every run")
+    parser.add_argument(
+        "--reference", metavar="COMMIT", help="also time the dense run of the code at COMMIT"
+    )
     parser.add_argument("--out", type=Path, default=Path("outputs/path_cost"))
     args = parser.parse_args(argv)
     common = [f"dataset={args.dataset}", *args.set]
-    jobs = [DENSE, *((s, [f"strategy={s}"]) for s in args.strategies)]
+    jobs = [(*DENSE, None)]
+    if args.reference:
+        env = reference_env(args.reference, args.out / "reference" / args.reference)
+        jobs.append((f"{DENSE[0]}@{args.reference}", DENSE[1], env))
+    jobs += [(s, [f"strategy={s}"], None) for s in args.strategies]
     repeats = []
     for k in range(args.repeats):
         done = []
-        for name, overrides in jobs:
-            done.append(run(name, [*common, *overrides], args.out / "runs" / str(k) / name))
+        for name, overrides, env in jobs:
+            folder = args.out / "runs" / str(k) / name
+            done.append(run(name, [*common, *overrides], folder, env))
             print(f"repeat {k}: {json.dumps(done[-1])}", flush=True)
         repeats.append(done)
-    rows = summarise(repeats)
+    rows = summarise(repeats, 1 if args.reference else None)
     header = f"dataset={args.dataset} {' '.join(args.set)}; {args.repeats} repeats (medians)"
+    if args.reference:
+        header += f"; the reference: the dense run of commit {args.reference}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "path_cost.json").write_text(
         json.dumps({"header": header, "rows": rows, "runs": repeats}, indent=2)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from benchmarks.path_cost import markdown, refit_spans, span_seconds, summarise
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.path_cost import markdown, reference_env, refit_spans, span_seconds, summarise
 
 
 def run(name: str, wall: float) -> dict:
@@ -42,3 +47,31 @@ def test_a_spans_seconds_run_from_the_end_of_the_epoch_before_it():
     assert span_seconds(ends, [(2, 4)]) == 5.0  # epochs 2 and 3: from 2.0 to 7.0
     assert span_seconds(ends, [(0, 1), (4, 5)]) == 1.0 + 4.0
     assert span_seconds(ends, []) == 0.0
+
+
+def test_a_reference_commits_dense_run_gets_a_ratio_of_its_own():
+    repeats = [
+        [run("dense", 10.0), run("dense@old", 20.0), run("stg", 30.0)],
+        [run("dense", 10.0), run("dense@old", 10.0), run("stg", 40.0)],
+    ]
+    dense, old, stg = summarise(repeats, reference=1)
+    assert stg["x_dense"] == 3.5 and stg["x_reference"] == 2.75
+    assert stg["x_reference_range"] == [1.5, 4.0] and old["x_reference"] == 1.0
+    table = markdown([dense, old, stg], "header")
+    assert "| x the dense run (range) | x the reference's dense run (range) |" in table
+    assert "| stg | 35.0 | 35.0 | 3.5 (3.0-4.0) | 2.75 (1.5-4.0) | 1 |" in table
+    assert "reference" not in markdown(summarise(repeats), "header")
+
+
+def test_the_reference_code_is_the_commits_files_imported_as_vflfs(tmp_path):
+    env = reference_env("HEAD", tmp_path)
+    where = subprocess.run(
+        [sys.executable, "-c", "import vflfs.benchmarks.path_cost as m; print(m.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where == str(tmp_path / "vflfs" / "benchmarks" / "path_cost.py")
+    with pytest.raises(SystemExit, match="name a commit of this repository"):
+        reference_env("no-such-commit", tmp_path / "other")
