@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,15 @@ MAX_WORKERS = 4  # the suite's longest tests, not the cores, set its time beyond
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """How many workers ``-n auto`` (pyproject's addopts) starts: one per core, up to
-    ``MAX_WORKERS``. None on one core, and none (every test in this process) when the heavy or
-    extended scenarios are selected: each starts Flower's engines (a SuperLink, SuperNodes,
-    Ray), which take the cores themselves, and the deployment ones share one stack for the
-    session. xdist's own ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides both."""
+    ``MAX_WORKERS``, where ``-m`` leaves out the heavy and extended scenarios (the default);
+    else none, every test in this process: those scenarios start Flower's engines (a SuperLink,
+    SuperNodes, Ray), which take the cores themselves, and the deployment ones share one stack
+    for the session. None on one core. xdist's own ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides
+    it."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
-    if re.search(r"(?<!not )\b(heavy|extended)\b", config.getoption("markexpr") or ""):
+    markexpr = config.getoption("markexpr") or ""
+    if not all(f"not {marker}" in markexpr for marker in ("heavy", "extended")):
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = min(cores or 1, MAX_WORKERS)
