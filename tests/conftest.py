@@ -12,7 +12,7 @@ from vflfs.datasets import clear_dataset_cache
 import deployment_stack
 from helpers import DATA_DIR
 
-MAX_WORKERS = 4  # the suite's longest tests, not the cores, set its time beyond this many
+MAX_WORKERS = 4  # each worker imports torch and Flower, and many tests start processes of their own
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
