@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from proc_utils import usable_cores
 
 from vflfs.datasets import clear_dataset_cache
 
@@ -27,8 +28,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     markexpr = config.getoption("markexpr") or ""
     if not all(f"not {marker}" in markexpr for marker in ("heavy", "extended")):
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cores or 1, MAX_WORKERS)
+    workers = min(usable_cores(), MAX_WORKERS)
     return workers if workers > 1 else 0  # on one core, no worker processes to start
 
 

@@ -1,5 +1,6 @@
-"""Processes for tests: console scripts, free loopback ports, and finding and stopping every
-process a test started (:class:`ProcessTag`), even children that left their process group.
+"""Processes for tests: console scripts, the cores they may use, free loopback ports, and
+finding and stopping every process a test started (:class:`ProcessTag`), even children that
+left their process group.
 
 Every process is started with ``start_new_session=True`` (its own process group) and with a
 per-tag marker in its environment (``VFLFS_TEST_PROCS_TAG``). The marker is inherited by
@@ -32,6 +33,13 @@ def tool(name: str) -> str:
     """The path of a console script of this environment (``flwr``, ``vflfs-run``...)."""
     path = BIN / name
     return str(path) if path.exists() else name
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the platform tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 # -- ports --------------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from proc_utils import REPO
+from proc_utils import REPO, usable_cores
 
 ONE_TEST = "tests/test_settings.py::test_the_path_defaults_are_the_schemas"
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def run_pytest(*args: str) -> str:
@@ -30,7 +29,7 @@ def run_pytest(*args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.skipif((CORES or 1) < 2, reason="workers start on 2 cores or more")
+@pytest.mark.skipif(usable_cores() < 2, reason="workers start on 2 cores or more")
 def test_the_default_selection_runs_on_workers():
     assert re.search(r"created: \d+/\d+ workers", run_pytest())
 
