@@ -45,22 +45,27 @@ from pathlib import Path
 
 DENSE = ("vfl_40_epochs", ["strategy=vfl", "training.epochs=40", "training.patience=null"])
 REPO = Path(__file__).resolve().parents[1]
+CAPTURE = {"capture_output": True, "text": True}
 
 
-def reference_env(commit: str, folder: Path) -> dict[str, str]:
+def reference_env(commit: str, root: Path) -> dict[str, str]:
     """The environment of a process that imports vflfs as it was at ``commit``: the commit's
-    files (``git archive`` of this repository) as the package ``vflfs`` in ``folder``, which
-    goes first on ``PYTHONPATH`` (ahead of the installed package's finder)."""
+    files (``git archive`` of this repository) as the package ``vflfs`` in ``root/<its full
+    hash>``, which goes first on ``PYTHONPATH`` (ahead of the installed package's finder). A
+    name that moves (a branch, ``HEAD``) gets the files of the commit it names now."""
+    git = ["git", "-C", str(REPO)]
+    found = subprocess.run([*git, "rev-parse", "--verify", f"{commit}^{{commit}}"], **CAPTURE)
+    if found.returncode != 0:
+        raise SystemExit(
+            f"--reference {commit}: not a commit here ({found.stderr.strip()}); fix: name a "
+            "commit of this repository's history, from a git checkout of it"
+        )
+    folder = root / found.stdout.strip()
     package = folder / "vflfs"
     if not (package / "__init__.py").exists():
-        done = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True)
-        if done.returncode != 0:
-            raise SystemExit(
-                f"--reference {commit}: git archive failed ({done.stderr.decode().strip()}); "
-                "fix: name a commit of this repository's history, from a git checkout of it"
-            )
+        files = subprocess.run([*git, "archive", found.stdout.strip()], capture_output=True)
         package.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(files.stdout)) as tar:
             safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             tar.extractall(package, **safe)
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     common = [f"dataset={args.dataset}", *args.set]
     jobs = [(*DENSE, None)]
     if args.reference:
-        env = reference_env(args.reference, args.out / "reference" / args.reference)
+        env = reference_env(args.reference, args.out / "reference")
         jobs.append((f"{DENSE[0]}@{args.reference}", DENSE[1], env))
     jobs += [(s, [f"strategy={s}"], None) for s in args.strategies]
     repeats = []

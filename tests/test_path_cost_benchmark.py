@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from benchmarks.path_cost import markdown, reference_env, refit_spans, span_seconds, summarise
+from benchmarks.path_cost import (
+    REPO,
+    markdown,
+    reference_env,
+    refit_spans,
+    span_seconds,
+    summarise,
+)
 
 
 def run(name: str, wall: float) -> dict:
@@ -64,6 +71,11 @@ def test_a_reference_commits_dense_run_gets_a_ratio_of_its_own():
 
 
 def test_the_reference_code_is_the_commits_files_imported_as_vflfs(tmp_path):
+    """In a folder named by the commit's full hash, so that a name that moves (``HEAD``, a
+    branch) never finds another commit's files."""
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
     env = reference_env("HEAD", tmp_path)
     where = subprocess.run(
         [sys.executable, "-c", "import vflfs.benchmarks.path_cost as m; print(m.__file__)"],
@@ -72,6 +84,6 @@ def test_the_reference_code_is_the_commits_files_imported_as_vflfs(tmp_path):
         text=True,
         check=True,
     ).stdout.strip()
-    assert where == str(tmp_path / "vflfs" / "benchmarks" / "path_cost.py")
+    assert where == str(tmp_path / head / "vflfs" / "benchmarks" / "path_cost.py")
     with pytest.raises(SystemExit, match="name a commit of this repository"):
         reference_env("no-such-commit", tmp_path / "other")
