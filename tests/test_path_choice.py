@@ -8,8 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from vflfs.ml.metrics import paired_excess
 from vflfs.strategies.path import PathPoint, PathSettings, PathStrategy, choose
-from vflfs.strategies.path_choice import candidates, choose_refit, penalised_models
+from vflfs.strategies.path_choice import (
+    PAIRED_FLOOR,
+    candidates,
+    choose_refit,
+    penalised_models,
+)
 from vflfs.strategies.path_probes import denser_probe, floor_probe, next_probe
 from vflfs.strategies.path_progress import Fitted, PathProgress, Ranking, Refits
 
@@ -93,6 +99,23 @@ def test_the_refit_choice_ties_perfect_models_whose_losses_differ_by_a_trifle():
     # a real gap (0.03 nats a row) still counts
     losses[2] = losses[0] + 0.03
     assert choose_refit(scores, 0.002, losses) == 1
+
+
+def test_one_row_does_not_make_a_tied_model_worse():
+    a, b = point(1, 0.8, [6]), point(2, 0.8, [3])
+    rng = np.random.default_rng(0)
+    # both right on all but one of 1300 rows, the sparser model a trifle less sure elsewhere
+    dense = rng.uniform(0, 2e-4, 1300)
+    dense[7] = 1.5  # the row both get wrong
+    sparse = dense + rng.uniform(0, 4e-4, 1300)
+    sparse[7] = 4.7  # more confidently wrong there
+    scores = [(a, 1299 / 1300), (b, 1299 / 1300)]
+    excess, se = paired_excess(sparse, dense)
+    assert max(se, PAIRED_FLOOR) < excess  # with that row, the sparser model loses
+    assert choose_refit(scores, 0.002, [dense, sparse]) == 1
+    # two such rows are evidence, and it loses again
+    sparse[9], dense[9] = 3.0, 0.9
+    assert choose_refit(scores, 0.002, [dense, sparse]) == 0
 
 
 def test_path_points_that_beat_every_refit_join_the_choice_as_their_own_models():
