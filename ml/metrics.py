@@ -45,7 +45,11 @@ def prior_losses(task: Task, y: np.ndarray, y_val: np.ndarray) -> np.ndarray:
 
 def paired_excess(losses: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
     """How much higher ``losses`` are than ``reference``'s on the same rows: the mean of the
-    per-row differences and its standard error (0 for a single row)."""
-    diff = np.asarray(losses, np.float64) - np.asarray(reference, np.float64)
-    se = float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-    return float(diff.mean()), se
+    per-row differences and its standard error (:func:`mean_and_se`)."""
+    return mean_and_se(np.asarray(losses, np.float64) - np.asarray(reference, np.float64))
+
+
+def mean_and_se(values: np.ndarray) -> tuple[float, float]:
+    """The mean of ``values`` and its standard error (0 for a single value)."""
+    se = float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return float(values.mean()), se

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from omegaconf import DictConfig
 
-from vflfs.ml.metrics import paired_excess
+from vflfs.ml.metrics import mean_and_se
 from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
@@ -332,7 +332,7 @@ def _within_paired(losses: np.ndarray, reference: np.ndarray) -> bool:
     if len(diff) > 2:
         second, first = np.argsort(diff)[-2:]
         diff[first] = diff[second]
-    excess, se = paired_excess(diff, np.zeros_like(diff))
+    excess, se = mean_and_se(diff)
     return excess <= max(se, PAIRED_FLOOR)
 
 
