@@ -36,6 +36,7 @@ from .gini_filter import SelectThenTrain
 from .registry import register
 from .result import RunResult
 from .secure_scoring import (
+    PhaseProgress,
     SectionConfig,
     scoring_labels,
     scoring_phase,
@@ -81,15 +82,20 @@ def secure_fstat(
             key_bits=key.public.bits,
             djn=cfg.randomness == "djn",
         )
-        scores = _protocol(federation, key, params, rows, y, cfg.workers)
+        features = sum(len(cols) for cols in experiment.columns)
+        progress = PhaseProgress("secure F-statistic", features, len(rows), c, params.key_bits)
+        scores = _protocol(federation, key, params, rows, y, cfg.workers, progress)
         log.info("secure F-statistic: %.1f s", time.perf_counter() - start)
     return scores
 
 
-def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> list[np.ndarray]:
+def _protocol(
+    federation, key, params: FStatParams, rows, y, workers_cfg, progress: PhaseProgress
+) -> list[np.ndarray]:
     workers, nbytes, c = resolve_workers(workers_cfg), key.public.nbytes, params.n_classes
     labels = encrypt_labels(key, y, params, workers)
-    packed = send_labels(federation, FSTAT_MASK, key, params, rows, labels, workers_cfg)
+    progress.step("labels encrypted")
+    packed = send_labels(federation, FSTAT_MASK, key, params, rows, labels, workers_cfg, progress)
     weights, scale = class_weights(y, c)
     enc = [paillier.owner_encrypt(key, v, params.djn) for v in [*weights, scale]]
     enc_weights = paillier.to_wire(enc, nbytes)
@@ -103,12 +109,15 @@ def _protocol(federation, key, params: FStatParams, rows, y, workers_cfg) -> lis
             params=params,
             workers=int(workers_cfg or 0),
         )
+    progress.step("masked class sums squared")
     replies = federation.send(FSTAT_COMBINE, down)
+    progress.step("the parties' weighted sums received")
     scores = [
         server_finish(key, params, scale, paillier.ciphertexts(replies[m].values), len(packed[m]))
         for m in range(len(replies))
     ]
     send_scores(federation, FSTAT_SCORES, scores)
+    progress.step("scores decrypted and sent to their parties")
     return scores
 
 

@@ -35,6 +35,7 @@ from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .secure_scoring import (
+    PhaseProgress,
     SectionConfig,
     scoring_labels,
     scoring_phase,
@@ -83,7 +84,9 @@ def secure_gini(
             key_bits=key.public.bits,
             djn=cfg.randomness == "djn",
         )
-        scores = _protocol(federation, key, params, rows, y, cfg.workers)
+        features = sum(len(c) for c in experiment.columns)
+        progress = PhaseProgress("secure Gini", features, len(rows), n_classes, params.key_bits)
+        scores = _protocol(federation, key, params, rows, y, cfg.workers, progress)
         log.info(
             "secure Gini: %d features, %d-bit key, %s randomness, %.1f s",
             sum(len(s) for s in scores),
@@ -101,17 +104,20 @@ def _protocol(
     rows: np.ndarray,
     y: np.ndarray,
     workers_cfg: int | None,
+    progress: PhaseProgress,
 ) -> list[np.ndarray]:
     workers = resolve_workers(workers_cfg)
     nbytes = key.public.nbytes
     labels = encrypt_labels(key, y, params, workers)
-    packed = send_labels(federation, GINI_MASK, key, params, rows, labels, workers_cfg)
+    progress.step("labels encrypted")
+    packed = send_labels(federation, GINI_MASK, key, params, rows, labels, workers_cfg, progress)
     squares = {}
     for m, per_feature in enumerate(packed):
         sq = server_square(key, params, per_feature, workers)
         squares[m] = paillier.to_wire(
             [c for feature in sq for c in feature], nbytes, (len(sq), params.returned)
         )
+    progress.step("masked counts squared")
     replies = federation.send(
         GINI_COMBINE,
         {
@@ -119,6 +125,7 @@ def _protocol(
             for m, s in squares.items()
         },
     )
+    progress.step("the parties' weighted sums received")
     scores = [
         server_finish(
             key, params, paillier.ciphertexts(replies[m].weighted), len(packed[m]), workers
@@ -126,6 +133,7 @@ def _protocol(
         for m in range(len(replies))
     ]
     send_scores(federation, GINI_SCORES, scores)
+    progress.step("scores decrypted and sent to their parties")
     return scores
 
 

@@ -9,6 +9,8 @@ own scores. What happens in between is each protocol's own.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ from vflfs.runtime.config import ConfigError
 from vflfs.server_app.experiment import Experiment
 
 from .settings import RANDOMNESS, typed
+
+log = logging.getLogger("vflfs")
 
 
 class ScoringParams(Protocol):
@@ -64,6 +68,35 @@ class SectionConfig:
         """The section typed (:func:`~vflfs.strategies.settings.typed`): the defaults for the
         missing keys, typos and values of the wrong type rejected, naming the key."""
         return typed(cls, cfg, f"strategy.{cls.section}")
+
+
+class PhaseProgress:
+    """A secure scoring phase's progress in the log: what it scores when it starts, then each
+    step as it ends, with the step's seconds. With many classes, rows or features a phase runs
+    for minutes before the first epoch (docs/secure_gini.md)."""
+
+    def __init__(self, name: str, features: int, rows: int, n_classes: int, key_bits: int):
+        self.name = name
+        self.start = self.last = time.perf_counter()
+        log.info(
+            "%s: %d features, %d training rows, %d classes, %d-bit key",
+            name,
+            features,
+            rows,
+            n_classes,
+            key_bits,
+        )
+
+    def step(self, done: str) -> None:
+        """Log that the step ``done`` ended, with its seconds."""
+        now = time.perf_counter()
+        log.info("%s: %s (%.1f s)", self.name, done, now - self.last)
+        self.last = now
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the phase started."""
+        return time.perf_counter() - self.start
 
 
 def scoring_phase(federation: Federation, phase: str):
@@ -116,6 +149,7 @@ def send_labels(
     rows: np.ndarray,
     labels: list,
     workers_cfg: int | None,
+    progress: PhaseProgress,
 ) -> list[list[list]]:
     """The first round-trip: the encrypted labels ``[[A]]`` of ``rows`` (made once, the same
     number per row) go to every party with ``params``; per party, per feature, the ciphertexts
@@ -130,6 +164,7 @@ def send_labels(
             workers=int(workers_cfg or 0),
         ),
     )
+    progress.step("the parties' masked counts received")
     return [by_feature(reply.packed, params.chunks) for reply in replies]
 
 

@@ -7,6 +7,8 @@ and the secure F-statistic equals its plaintext twin and finds the informative c
 
 from __future__ import annotations
 
+import logging
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -229,3 +231,25 @@ def test_fstat_full_randomness_equals_plaintext_and_bad_randomness_is_named():
         np.testing.assert_array_equal(secure, fstat_fixed_point(quantize(X, 16), y, params))
     with pytest.raises(ConfigError, match="randomness"):
         FStatConfig.from_cfg({"randomness": "r^n"})
+
+
+def test_secure_fstat_logs_each_step_as_it_ends(caplog):
+    federation, experiment, _ = set_up(tiny_config())
+    with caplog.at_level(logging.INFO, logger="vflfs"):
+        secure_fstat(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
+    name = "secure F-statistic: "
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(name)]
+    features = sum(len(c) for c in experiment.columns)
+    rows, classes = len(experiment.splits.train), experiment.task.n_classes
+    assert lines[0] == (
+        f"{name}{features} features, {rows} training rows, {classes} classes, 512-bit key"
+    )
+    steps = [re.fullmatch(name + r"(.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
+    assert [m.group(1) for m in steps if m] == [
+        "labels encrypted",
+        "the parties' masked counts received",
+        "masked class sums squared",
+        "the parties' weighted sums received",
+        "scores decrypted and sent to their parties",
+    ]
+    assert re.fullmatch(name + r"\d+\.\d s", lines[-1])

@@ -7,6 +7,9 @@ decrypt to check that it only ever sees masked values and the final scores.
 
 from __future__ import annotations
 
+import logging
+import re
+
 import numpy as np
 import pytest
 from test_privacy import Recorder
@@ -33,6 +36,8 @@ from vflfs.server_app.experiment import Experiment
 from vflfs.strategies.gini import global_ranks, keep_best, secure_gini
 from vflfs.strategies.secure_scoring import quantile_classes
 from vflfs.strategies.vfl import VFL
+
+from helpers import tiny_config
 
 F = 52  # default weight_bits
 ROWS = 600  # training rows scored (of MADELON's 1600), to keep the test fast
@@ -244,3 +249,25 @@ def test_bad_gini_config_is_named(tmp_path):
         secure_gini(federation, Experiment.from_config(compose_config()), {"target_classes": 1})
     with pytest.raises(ConfigError, match="randomness"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"randomness": "r^n"})
+
+
+def test_secure_gini_logs_each_step_as_it_ends(caplog):
+    """A phase that can run for minutes says what it scores, then each step with its seconds."""
+    federation, experiment, _ = set_up(tiny_config())
+    with caplog.at_level(logging.INFO, logger="vflfs"):
+        secure_gini(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("secure Gini: ")]
+    features = sum(len(c) for c in experiment.columns)
+    rows, classes = len(experiment.splits.train), experiment.task.n_classes
+    assert lines[0] == (
+        f"secure Gini: {features} features, {rows} training rows, {classes} classes, 512-bit key"
+    )
+    steps = [re.fullmatch(r"secure Gini: (.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
+    assert [m.group(1) for m in steps if m] == [
+        "labels encrypted",
+        "the parties' masked counts received",
+        "masked counts squared",
+        "the parties' weighted sums received",
+        "scores decrypted and sent to their parties",
+    ]
+    assert lines[-1].startswith(f"secure Gini: {features} features, 512-bit key")
