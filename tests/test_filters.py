@@ -31,7 +31,7 @@ from vflfs.server_app.run import run_experiment
 from vflfs.strategies.fstat_filter import secure_fstat
 from vflfs.strategies.gini import keep_best
 
-from helpers import tiny_config
+from helpers import scoring_log, tiny_config
 
 SMALL_KEY = {
     "gini_filter": "strategy.gini.key_bits=512",
@@ -237,19 +237,12 @@ def test_secure_fstat_logs_each_step_as_it_ends(caplog):
     federation, experiment, _ = set_up(tiny_config())
     with caplog.at_level(logging.INFO, logger="vflfs"):
         secure_fstat(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
-    name = "secure F-statistic: "
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(name)]
-    features = sum(len(c) for c in experiment.columns)
-    rows, classes = len(experiment.splits.train), experiment.task.n_classes
-    assert lines[0] == (
-        f"{name}{features} features, {rows} training rows, {classes} classes, 512-bit key"
-    )
-    steps = [re.fullmatch(name + r"(.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
-    assert [m.group(1) for m in steps if m] == [
+    steps, last = scoring_log(caplog.records, "secure F-statistic", experiment)
+    assert steps == [
         "labels encrypted",
         "the parties' masked counts received",
         "masked class sums squared",
         "the parties' weighted sums received",
         "scores decrypted and sent to their parties",
     ]
-    assert re.fullmatch(name + r"\d+\.\d s", lines[-1])
+    assert re.fullmatch(r"secure F-statistic: \d+\.\d s", last)

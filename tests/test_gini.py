@@ -37,7 +37,7 @@ from vflfs.strategies.gini import global_ranks, keep_best, secure_gini
 from vflfs.strategies.secure_scoring import quantile_classes
 from vflfs.strategies.vfl import VFL
 
-from helpers import tiny_config
+from helpers import scoring_log, tiny_config
 
 F = 52  # default weight_bits
 ROWS = 600  # training rows scored (of MADELON's 1600), to keep the test fast
@@ -256,18 +256,12 @@ def test_secure_gini_logs_each_step_as_it_ends(caplog):
     federation, experiment, _ = set_up(tiny_config())
     with caplog.at_level(logging.INFO, logger="vflfs"):
         secure_gini(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("secure Gini: ")]
-    features = sum(len(c) for c in experiment.columns)
-    rows, classes = len(experiment.splits.train), experiment.task.n_classes
-    assert lines[0] == (
-        f"secure Gini: {features} features, {rows} training rows, {classes} classes, 512-bit key"
-    )
-    steps = [re.fullmatch(r"secure Gini: (.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
-    assert [m.group(1) for m in steps if m] == [
+    steps, last = scoring_log(caplog.records, "secure Gini", experiment)
+    assert steps == [
         "labels encrypted",
         "the parties' masked counts received",
         "masked counts squared",
         "the parties' weighted sums received",
         "scores decrypted and sent to their parties",
     ]
-    assert lines[-1].startswith(f"secure Gini: {features} features, 512-bit key")
+    assert re.fullmatch(r"secure Gini: \d+ features, 512-bit key, djn randomness, \d+\.\d s", last)
