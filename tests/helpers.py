@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -93,18 +92,3 @@ def small_party(
         index=0, seed=seed, device="cpu", model=model, optimizer=optimizer, gates=gates or {}
     )
     return Party(spec, data, train_rows)
-
-
-def scoring_log(records, phase: str, experiment) -> tuple[list[str], str]:
-    """A secure scoring phase's log (``phase``: "secure Gini", "secure F-statistic"): checks
-    that its first line names what it scores (with a 512-bit key), and returns its steps'
-    names, each line checked to end with the step's seconds, and its last line."""
-    lines = [r.getMessage() for r in records if r.getMessage().startswith(f"{phase}: ")]
-    features = sum(len(c) for c in experiment.columns)
-    rows, classes = len(experiment.splits.train), experiment.task.n_classes
-    assert lines[0] == (
-        f"{phase}: {features} features, {rows} training rows, {classes} classes, 512-bit key"
-    )
-    steps = [re.fullmatch(f"{phase}: " + r"(.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
-    assert all(steps), lines
-    return [m.group(1) for m in steps], lines[-1]

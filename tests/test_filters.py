@@ -29,9 +29,9 @@ from vflfs.protocol import FSTAT_MASK
 from vflfs.server_app.experiment import Experiment
 from vflfs.server_app.run import run_experiment
 from vflfs.strategies.fstat_filter import secure_fstat
-from vflfs.strategies.gini import keep_best
+from vflfs.strategies.gini import keep_best, secure_gini
 
-from helpers import scoring_log, tiny_config
+from helpers import tiny_config
 
 SMALL_KEY = {
     "gini_filter": "strategy.gini.key_bits=512",
@@ -233,16 +233,36 @@ def test_fstat_full_randomness_equals_plaintext_and_bad_randomness_is_named():
         FStatConfig.from_cfg({"randomness": "r^n"})
 
 
-def test_secure_fstat_logs_each_step_as_it_ends(caplog):
+@pytest.mark.parametrize(
+    ("phase", "score", "squared", "last"),
+    [
+        (
+            "secure Gini",
+            secure_gini,
+            "masked counts squared",
+            r"\d+ features, 512-bit key, djn randomness, \d+\.\d s",
+        ),
+        ("secure F-statistic", secure_fstat, "masked class sums squared", r"\d+\.\d s"),
+    ],
+)
+def test_secure_scoring_logs_each_step_as_it_ends(caplog, phase, score, squared, last):
+    """A phase that can run for minutes says what it scores, then each step with its seconds."""
     federation, experiment, _ = set_up(tiny_config())
     with caplog.at_level(logging.INFO, logger="vflfs"):
-        secure_fstat(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
-    steps, last = scoring_log(caplog.records, "secure F-statistic", experiment)
-    assert steps == [
+        score(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{phase}: ")]
+    features = sum(len(c) for c in experiment.columns)
+    rows, classes = len(experiment.splits.train), experiment.task.n_classes
+    assert lines[0] == (
+        f"{phase}: {features} features, {rows} training rows, {classes} classes, 512-bit key"
+    )
+    steps = [re.fullmatch(f"{phase}: " + r"(.+) \(\d+\.\d s\)", line) for line in lines[1:-1]]
+    assert all(steps), lines
+    assert [m.group(1) for m in steps] == [
         "labels encrypted",
         "the parties' masked counts received",
-        "masked class sums squared",
+        squared,
         "the parties' weighted sums received",
         "scores decrypted and sent to their parties",
     ]
-    assert re.fullmatch(r"secure F-statistic: \d+\.\d s", last)
+    assert re.fullmatch(f"{phase}: {last}", lines[-1])

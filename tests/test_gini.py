@@ -7,9 +7,6 @@ decrypt to check that it only ever sees masked values and the final scores.
 
 from __future__ import annotations
 
-import logging
-import re
-
 import numpy as np
 import pytest
 from test_privacy import Recorder
@@ -36,8 +33,6 @@ from vflfs.server_app.experiment import Experiment
 from vflfs.strategies.gini import global_ranks, keep_best, secure_gini
 from vflfs.strategies.secure_scoring import quantile_classes
 from vflfs.strategies.vfl import VFL
-
-from helpers import scoring_log, tiny_config
 
 F = 52  # default weight_bits
 ROWS = 600  # training rows scored (of MADELON's 1600), to keep the test fast
@@ -249,19 +244,3 @@ def test_bad_gini_config_is_named(tmp_path):
         secure_gini(federation, Experiment.from_config(compose_config()), {"target_classes": 1})
     with pytest.raises(ConfigError, match="randomness"):
         secure_gini(federation, Experiment.from_config(compose_config()), {"randomness": "r^n"})
-
-
-def test_secure_gini_logs_each_step_as_it_ends(caplog):
-    """A phase that can run for minutes says what it scores, then each step with its seconds."""
-    federation, experiment, _ = set_up(tiny_config())
-    with caplog.at_level(logging.INFO, logger="vflfs"):
-        secure_gini(federation, experiment, {"key_bits": 512}, keys=paillier.generate_keys(512))
-    steps, last = scoring_log(caplog.records, "secure Gini", experiment)
-    assert steps == [
-        "labels encrypted",
-        "the parties' masked counts received",
-        "masked counts squared",
-        "the parties' weighted sums received",
-        "scores decrypted and sent to their parties",
-    ]
-    assert re.fullmatch(r"secure Gini: \d+ features, 512-bit key, djn randomness, \d+\.\d s", last)
