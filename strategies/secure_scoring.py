@@ -77,7 +77,7 @@ class PhaseProgress:
 
     def __init__(self, name: str, features: int, rows: int, n_classes: int, key_bits: int):
         self.name = name
-        self.start = self.last = time.perf_counter()
+        self.last = time.perf_counter()
         log.info(
             "%s: %d features, %d training rows, %d classes, %d-bit key",
             name,
@@ -92,11 +92,6 @@ class PhaseProgress:
         now = time.perf_counter()
         log.info("%s: %s (%.1f s)", self.name, done, now - self.last)
         self.last = now
-
-    @property
-    def seconds(self) -> float:
-        """Seconds since the phase started."""
-        return time.perf_counter() - self.start
 
 
 def scoring_phase(federation: Federation, phase: str):
