@@ -82,8 +82,7 @@ def secure_fstat(
             key_bits=key.public.bits,
             djn=cfg.randomness == "djn",
         )
-        features = sum(len(cols) for cols in experiment.columns)
-        progress = PhaseProgress("secure F-statistic", features, len(rows), c, params.key_bits)
+        progress = PhaseProgress("secure F-statistic", experiment, len(rows), c, params.key_bits)
         scores = _protocol(federation, key, params, rows, y, cfg.workers, progress)
         log.info("secure F-statistic: %.1f s", time.perf_counter() - start)
     return scores

@@ -84,8 +84,7 @@ def secure_gini(
             key_bits=key.public.bits,
             djn=cfg.randomness == "djn",
         )
-        features = sum(len(c) for c in experiment.columns)
-        progress = PhaseProgress("secure Gini", features, len(rows), n_classes, params.key_bits)
+        progress = PhaseProgress("secure Gini", experiment, len(rows), n_classes, params.key_bits)
         scores = _protocol(federation, key, params, rows, y, cfg.workers, progress)
         log.info(
             "secure Gini: %d features, %d-bit key, %s randomness, %.1f s",

@@ -75,13 +75,15 @@ class PhaseProgress:
     step as it ends, with the step's seconds. With many classes, rows or features a phase runs
     for minutes before the first epoch (docs/secure_gini.md)."""
 
-    def __init__(self, name: str, features: int, rows: int, n_classes: int, key_bits: int):
+    def __init__(
+        self, name: str, experiment: Experiment, rows: int, n_classes: int, key_bits: int
+    ) -> None:
         self.name = name
         self.last = time.perf_counter()
         log.info(
             "%s: %d features, %d training rows, %d classes, %d-bit key",
             name,
-            features,
+            sum(len(columns) for columns in experiment.columns),
             rows,
             n_classes,
             key_bits,
