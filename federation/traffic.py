@@ -25,12 +25,13 @@ def message_bytes(content: RecordDict) -> int:
 
 
 def entry_bytes(content: RecordDict, entry: str) -> int:
-    """Bytes that the array payload entry ``entry`` (or list ``entry#i``) takes in ``content``."""
+    """Bytes that the array payload entry ``entry`` (or list ``entry#i``) takes in ``content``:
+    each of its arrays' items in the array record, as encoded there (its tag and length too)."""
     if ARRAYS not in content:
         return 0
     item = ProtoArrayRecord.Item
     return sum(
-        item(key=key, value=array_to_proto(array)).ByteSize() + 2
+        ProtoArrayRecord(items=[item(key=key, value=array_to_proto(array))]).ByteSize()
         for key, array in content[ARRAYS].items()
         if key == entry or key.startswith(f"{entry}#")
     )

@@ -63,6 +63,10 @@ def test_traffic_by_phase_and_direction():
 
 
 def test_named_entries_are_filed_under_their_own_phase():
+    from flwr.common.serde import array_record_to_proto
+
+    from vflfs.federation.traffic import entry_bytes
+
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
     content = encode(
         {"embeddings": [np.zeros((64, 16), np.float32)], "eval_embeddings": np.zeros((500, 16))}
@@ -76,6 +80,8 @@ def test_named_entries_are_filed_under_their_own_phase():
         )
     moved = traffic.total_bytes("evaluation")
     assert 500 * 16 * 8 <= moved <= 500 * 16 * 8 + 64
+    record = array_record_to_proto(content["arrays"]).ByteSize()  # the entries, encoded
+    assert record == moved + entry_bytes(content, "embeddings")  # each byte counted once
     assert traffic.total_bytes("training") + moved == message_bytes(content)
     assert 64 * 16 * 4 <= traffic.total_bytes("training") <= 64 * 16 * 4 + 128
 
