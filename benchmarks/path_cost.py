@@ -82,7 +82,8 @@ def run(name: str, overrides: list[str], folder: Path, env: dict[str, str] | Non
     """One run in a fresh process (of ``env``, default this one's): its wall and CPU seconds
     and what it reported."""
     cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
-    cmd += [*overrides, f"output_dir={folder}"]
+    # Hydra's own folder (its log, .hydra/) is the run's, not one under ./outputs
+    cmd += [*overrides, f"output_dir={folder}", f"hydra.run.dir={folder}"]
     cpu, start = child_cpu(), time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall, cpu = time.perf_counter() - start, child_cpu() - cpu

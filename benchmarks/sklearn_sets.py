@@ -212,7 +212,10 @@ def run(overrides: list[str], folder: Path) -> dict:
         cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
         start = time.perf_counter()
         proc = subprocess.run(
-            [*cmd, *overrides, f"output_dir={folder}"], capture_output=True, text=True
+            # Hydra's own folder (its log, .hydra/) is the run's, not one under ./outputs
+            [*cmd, *overrides, f"output_dir={folder}", f"hydra.run.dir={folder}"],
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
