@@ -86,13 +86,8 @@ def secure_gini(
         )
         progress = PhaseProgress("secure Gini", experiment, len(rows), n_classes, params.key_bits)
         scores = _protocol(federation, key, params, rows, y, cfg.workers, progress)
-        log.info(
-            "secure Gini: %d features, %d-bit key, %s randomness, %.1f s",
-            sum(len(s) for s in scores),
-            params.key_bits,
-            cfg.randomness,
-            time.perf_counter() - start,
-        )
+        # features and key size: in PhaseProgress's first line
+        log.info("secure Gini: %s randomness, %.1f s", cfg.randomness, time.perf_counter() - start)
     return scores
 
 
