@@ -78,12 +78,17 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def cli_command(overrides: list[str], folder: Path) -> list[str]:
+    """``python -m vflfs.runtime.cli`` (local engine, run afresh) writing to ``folder``; Hydra's
+    own folder (its log, ``.hydra/``) is the run's too, not one under ``./outputs``."""
+    cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
+    return [*cmd, *overrides, f"output_dir={folder}", f"hydra.run.dir={folder}"]
+
+
 def run(name: str, overrides: list[str], folder: Path, env: dict[str, str] | None = None) -> dict:
     """One run in a fresh process (of ``env``, default this one's): its wall and CPU seconds
     and what it reported."""
-    cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
-    # Hydra's own folder (its log, .hydra/) is the run's, not one under ./outputs
-    cmd += [*overrides, f"output_dir={folder}", f"hydra.run.dir={folder}"]
+    cmd = cli_command(overrides, folder)
     cpu, start = child_cpu(), time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall, cpu = time.perf_counter() - start, child_cpu() - cpu

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,8 @@ from sklearn.datasets import (
     make_hastie_10_2,
     make_regression,
 )
+
+from .path_cost import cli_command
 
 STRATEGIES = (
     "vfl",
@@ -209,14 +210,8 @@ def run(overrides: list[str], folder: Path) -> dict:
     """One run in a fresh process (skipped when ``folder`` holds a completed one)."""
     done = folder / "results.json"
     if not done.exists():
-        cmd = [sys.executable, "-m", "vflfs.runtime.cli", "engine=local", "rerun=true"]
         start = time.perf_counter()
-        proc = subprocess.run(
-            # Hydra's own folder (its log, .hydra/) is the run's, not one under ./outputs
-            [*cmd, *overrides, f"output_dir={folder}", f"hydra.run.dir={folder}"],
-            capture_output=True,
-            text=True,
-        )
+        proc = subprocess.run(cli_command(overrides, folder), capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             raise SystemExit(f"{folder} failed (exit {proc.returncode}): {' | '.join(tail)}")
