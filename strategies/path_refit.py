@@ -204,10 +204,13 @@ class PathRefits:
         self.refitting, self.stage = True, "refit"
         # The dense point's refit is the model of strategy=vfl, trained as it trains: every
         # feature and component (PathProgress.add_dense), the configured learning rate however
-        # often the warm-up restarted, a stall watch of its own, and its batches (a cross-party
-        # XOR stalled the gated warm-up twice; at its reduced rate the refit learned nothing).
+        # often the warm-up restarted, and a stall watch of its own (a cross-party XOR stalled
+        # the gated warm-up twice; at its reduced rate the refit learned nothing).
         self.refit_plain = chosen.point == 0 and chosen.top_k is None
-        self.shuffle_origin = epoch if self.refit_plain else 0
+        # Every refit's batches count from its own first epoch, as its initialisation is the
+        # same cut of the seeded model: the same features score the same wherever they come in
+        # the order, and the refits compared are trained on the same batches.
+        self.shuffle_origin = epoch
         self.restarts = 0 if self.refit_plain else self.warmup_restarts
         # A party that keeps no feature sends nothing, and one whose components are all
         # closed keeps no feature: neither could change the prediction.

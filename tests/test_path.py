@@ -150,6 +150,32 @@ def test_a_denser_probe_refits_twice_the_winning_candidates_features(tmp_path):
     assert probes[0]["top_k"] % 2 == 0 and probes[0]["kept"] == probes[0]["top_k"]
 
 
+def test_a_refit_of_the_same_features_scores_the_same_wherever_it_comes(tmp_path):
+    """The one-standard-error point refit alone, and refit after a denser candidate: the
+    same features train from the same initialisation on the same batches, so the two refits'
+    validation scores and losses are the same."""
+    only = (
+        f"strategy=stg {QUICK} strategy.path.refit_probes=0 strategy.path.denser_probes=0 "
+        "strategy.path.floor_probes=0 strategy.path.add_back=0 strategy.path.refit_dense=false"
+    )
+    alone, second = (
+        {
+            r["point"]: r
+            for r in run_local(tiny_config(f"{only} strategy.path.refit_candidates={n}"), out)[
+                "extra"
+            ]["path_choice"]["refits"]
+        }
+        for n, out in ((1, tmp_path / "alone"), (3, tmp_path / "second"))
+    )
+    (point,) = alone
+    assert len(second) > 1 and second[point]["epochs"][0] > alone[point]["epochs"][0]
+    for key in ("kept", "val_metric", "val_loss"):
+        assert second[point][key] == alone[point][key]
+    assert second[point]["epochs"][1] - second[point]["epochs"][0] == (
+        alone[point]["epochs"][1] - alone[point]["epochs"][0]
+    )
+
+
 def test_a_refit_waits_twice_the_training_patience_past_its_best(tmp_path):
     """On a few columns a refit's validation score can stall and then climb again: each refit
     stops no sooner than 2 x training.patience epochs after its best (or at its epoch cap)."""

@@ -184,11 +184,12 @@ def test_every_refit_is_screened_and_an_add_back_follows_below_the_level(tmp_pat
     """A real run: each refit that leaves a feature out records its smallest Bonferroni p-value
     (``screen_p``; the dense refit tests nothing), and where the winner's is below
     ``path.screen_alpha`` (1.0 here: any test passes) the next refit is the winner plus the
-    features below the level."""
+    features below the level. The path starts at a penalty that already closes most gates, so
+    the refits keep 2-10 of the 40 features and the winner's test has a feature to find."""
     cfg = tiny_config(
         "strategy=stg training.epochs=6 strategy.path.points=5 strategy.path.max_points=5 "
         "strategy.path.steps_per_point=12 strategy.path.screen_alpha=1.0 "
-        "strategy.path.add_back=1"
+        "strategy.path.add_back=1 strategy.path.start=1.0"
     )
     summary = run_local(cfg, tmp_path)
     refits = summary["extra"]["path_choice"]["refits"]
