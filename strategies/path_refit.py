@@ -4,13 +4,15 @@
    components only (layers shrunk, no gates, no penalty; the input layer drawn at the scale
    of the kept columns, as a model built on them alone:
    :meth:`~vflfs.ml.party_model.PartyModel.fresh_inputs`), the server its top model, and VFL
-   trains them with early stopping on validation. The candidates are the chosen point, the
-   best-scoring one and sparser ones near the best (:func:`candidates`), then up to
-   ``path.refit_probes`` top-k sets of the path's ranking between them
-   (:func:`~.path_probes.next_probe`), twice the winner's (:func:`~.path_probes.denser_probe`)
-   and one below the path's last point (:func:`~.path_probes.floor_probe`); after the dense
-   model's refit (step 5), the top of a ranking made before the path, at twice the winner's
-   count (``fedsdg_fs``'s Gini scores, :meth:`~.path_progress.PathProgress.add_prior`).
+   trains them with early stopping on validation, on batches counted from the refit's own
+   first epoch (the same features refit to the same model wherever they come). The
+   candidates are the chosen point, the best-scoring one and sparser ones near the best
+   (:func:`candidates`), then up to ``path.refit_probes`` top-k sets of the path's ranking
+   between them (:func:`~.path_probes.next_probe`), twice the winner's
+   (:func:`~.path_probes.denser_probe`) and one below the path's last point
+   (:func:`~.path_probes.floor_probe`); after the dense model's refit (step 5), the top of a
+   ranking made before the path, at twice the winner's count (``fedsdg_fs``'s Gini scores,
+   :meth:`~.path_progress.PathProgress.add_prior`).
 5. **Choice.** The sparsest good model is reported (:func:`choose_refit`: within the
    tolerance of the best score, and within one standard error of the lowest validation loss,
    sample by sample), the dense model included, with its warm-up score and, with

@@ -183,9 +183,10 @@ def test_the_winner_plus_what_its_test_found_is_refit_while_it_wins():
 def test_every_refit_is_screened_and_an_add_back_follows_below_the_level(tmp_path):
     """A real run: each refit that leaves a feature out records its smallest Bonferroni p-value
     (``screen_p``; the dense refit tests nothing), and where the winner's is below
-    ``path.screen_alpha`` (1.0 here: any test passes) the next refit is the winner plus the
-    features below the level. The path starts at a penalty that already closes most gates, so
-    the refits keep 2-10 of the 40 features and the winner's test has a feature to find."""
+    ``path.screen_alpha`` (1.0 here: any adjusted p-value below 1) the next refit is the
+    winner plus the features below the level. The path starts at a penalty that already
+    closes most gates, so the refits keep 2-10 of the 40 features and the winner's test has a
+    feature to find."""
     cfg = tiny_config(
         "strategy=stg training.epochs=6 strategy.path.points=5 strategy.path.max_points=5 "
         "strategy.path.steps_per_point=12 strategy.path.screen_alpha=1.0 "
