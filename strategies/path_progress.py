@@ -311,15 +311,17 @@ class PathProgress:
     def add_prior(self, settings: PathSettings, prior: Ranking | None) -> bool:
         """Add the top 2k features of ``prior``, a ranking made before the path (``fedsdg_fs``:
         its secure Gini scores), k the winner's count or the last such probe's if larger (up
-        to ``path.prior_probes`` of them), once the path's probes and the dense refit are
-        done. A score of one column at a time can rank what the path dropped: a product of two
-        columns held by two parties, which the dense models among the noise never learned,
-        changes the target's spread along each (docs/selection_limits.md). False when there is
-        no such ranking, 2k reaches every feature or the budget, or the top 2k were refit
-        already."""
+        to ``path.prior_probes`` of them), once the path's probes, the dense refit and the
+        add-backs from their winner are done (a winner that missed a relevant feature is
+        grown by its score test first, and k counts it: the top 2k of a one-column ranking
+        carry about k noise features). A score of one column at a time can rank what the path
+        dropped: a product of two columns held by two parties, which the dense models among
+        the noise never learned, changes the target's spread along each
+        (docs/selection_limits.md). False when there is no such ranking, 2k reaches every
+        feature or the budget, or the top 2k were refit already."""
         refits = self.refits
         assert refits is not None
-        if prior is None or any(p.ranking == "screen" for p in refits.pool):
+        if prior is None:
             return False
         done = [p.kept for p in refits.pool if p.ranking == "prior"]
         if len(done) >= settings.prior_probes:
@@ -338,9 +340,10 @@ class PathProgress:
 
     def add_back(self, settings: PathSettings) -> bool:
         """Add the winner plus the features its score test added (:func:`added_back`) to
-        refit, once every other refit is done: up to ``path.add_back`` times, each from the
-        last add-back while it is good (:func:`choose_refit` then chooses it), never with a
-        feature budget. False when there is none."""
+        refit, once the probes and the dense refit are done: up to ``path.add_back`` times,
+        each from the last add-back while it is good (:func:`choose_refit` then chooses it) or
+        from the probe of a ranking made before the path once that won (:meth:`add_prior`),
+        never with a feature budget. False when there is none."""
         refits = self.refits
         assert refits is not None
         if settings.max_features is not None:
@@ -350,7 +353,7 @@ class PathProgress:
             return False
         win = choose_refit(refits.scores, self.slack, [m.val_losses for m in refits.models])
         model, (point, _) = refits.models[win], refits.scores[win]
-        if model.pvalues is None or (done and point.ranking != "screen"):
+        if model.pvalues is None or (done and point.ranking not in ("screen", "prior")):
             return False
         selected = added_back(model.pvalues, point, settings.screen_alpha)
         if selected is None:

@@ -10,9 +10,9 @@
    (:func:`candidates`), then up to ``path.refit_probes`` top-k sets of the path's ranking
    between them (:func:`~.path_probes.next_probe`), twice the winner's
    (:func:`~.path_probes.denser_probe`) and one below the path's last point
-   (:func:`~.path_probes.floor_probe`); after the dense model's refit (step 5), the top of a
-   ranking made before the path, at twice the winner's count (``fedsdg_fs``'s Gini scores,
-   :meth:`~.path_progress.PathProgress.add_prior`).
+   (:func:`~.path_probes.floor_probe`); after the dense model's refit (step 5) and the
+   add-backs (step 6), the top of a ranking made before the path, at twice the winner's count
+   (``fedsdg_fs``'s Gini scores, :meth:`~.path_progress.PathProgress.add_prior`).
 5. **Choice.** The sparsest good model is reported (:func:`choose_refit`: within the
    tolerance of the best score, and within one standard error of the lowest validation loss,
    sample by sample), the dense model included, with its warm-up score and, with
@@ -24,8 +24,10 @@
    competes too where it scored above every refit by more than the tolerance
    (:func:`~vflfs.strategies.path_choice.penalised_models`).
 6. **Add-back.** Each refit model's parties test the features it leaves out (a score test,
-   :mod:`vflfs.strategies.path_screen`); the winner plus those that pass is refit last, and
-   replaces the winner when it is good (``path.add_back`` times at most).
+   :mod:`vflfs.strategies.path_screen`); after the dense refit the winner plus those that
+   pass is refit, and replaces the winner when it is good; after the probe of a ranking made
+   before the path, once more from that probe if it won (``path.add_back`` times at most in
+   all).
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class PathRefits:
             refits.done < len(pool)
             or progress.add_probe(self.path)
             or progress.add_dense(self.path, self.everything(experiment, result))
+            or progress.add_back(self.path)
             or progress.add_prior(self.path, self.prior_ranking(result))
             or progress.add_back(self.path)
         ):

@@ -219,8 +219,9 @@ def test_the_dense_refit_is_the_all_features_run(tmp_path, strategy):
 
 
 def test_fedsdg_fs_refits_the_top_of_its_gini_ranking_after_the_dense_refit(tmp_path):
-    """After the dense refit, fedsdg_fs refits the top 2k of its secure Gini ranking (k the
-    winner's count then): the features of that refit are the ranking's, lowest impurity first."""
+    """After the dense refit and the winner's add-backs, fedsdg_fs refits the top 2k of its
+    secure Gini ranking (k the winner's count then): the features of that refit are the
+    ranking's, lowest impurity first."""
     from vflfs.strategies.fedsdg_fs import gini_ranking
 
     cfg = tiny_config(
@@ -231,10 +232,11 @@ def test_fedsdg_fs_refits_the_top_of_its_gini_ranking_after_the_dense_refit(tmp_
     every = sum(len(p["columns"]) for p in summary["parties"])
     dense = next(i for i, r in enumerate(refits) if r["kept"] == every and not r["top_k"])
     prior = [i for i, r in enumerate(refits) if r.get("ranking") == "prior"]
-    assert prior == [dense + 1]  # one probe (path.prior_probes), right after the dense refit
+    assert len(prior) == 1 and prior[0] > dense  # one probe (path.prior_probes)
+    assert all(r.get("ranking") == "screen" for r in refits[dense + 1 : prior[0]])  # add-backs
     probe = refits[prior[0]]
     assert probe["kept"] == probe["top_k"] and probe["top_k"] // 2 in [
-        r["kept"] for r in refits[:dense]
+        r["kept"] for r in refits[: prior[0]]
     ]
     top = gini_ranking(summary["extra"]["gini"]).top(probe["top_k"])
     assert probe["features"] == [list(f) for f in top]

@@ -9,7 +9,7 @@ import torch
 
 from vflfs.ml.screening import first_layer_gradients, score_test
 from vflfs.strategies.path_choice import PathPoint, PathSettings, choose_refit
-from vflfs.strategies.path_progress import Fitted, PathProgress, Refits
+from vflfs.strategies.path_progress import Fitted, PathProgress, Ranking, Refits
 from vflfs.strategies.path_screen import added_back, adjusted_minimum
 
 from helpers import run_local, tiny_config
@@ -178,6 +178,38 @@ def test_the_winner_plus_what_its_test_found_is_refit_while_it_wins():
     assert not progress_won_by(pvalues).add_back(PathSettings(max_features=3))
     with pytest.raises(ValueError, match="screen_alpha"):
         PathSettings.from_cfg({"screen_alpha": 0.0})
+
+
+def test_the_winner_is_grown_before_a_prior_ranking_is_probed_and_a_winning_probe_after():
+    """``fedsdg_fs``: the winner's add-back comes before the top 2k of its Gini ranking is refit,
+    and k counts the features it added (a one-column ranking's top 2k carry about k noise
+    features, where the add-back adds only what the winner's test found); a probe of that
+    ranking that wins is grown by its own test in turn, within ``path.add_back``."""
+    pvalues = [np.r_[np.nan, np.nan, 1e-6, np.full(7, 0.5)], np.r_[np.nan, np.full(4, 0.5)]]
+    settings = PathSettings()
+    progress = progress_won_by(pvalues)
+    dense = progress.points[0]
+    progress.ranking.update(0, dense.selected, dense.components, [np.ones(10), np.ones(5)])
+    refits = progress.refits
+    assert progress.add_back(settings)  # 3 -> 4 features
+    nothing = [np.r_[np.nan, np.nan, np.nan, np.full(7, 0.5)], pvalues[1]]
+    refits.models.append(Fitted(2, 3, [], [], None, nothing))
+    refits.scores.append((refits.pool[-1], 0.90))  # good: it replaces the winner
+    assert not progress.add_back(settings)  # its own test finds nothing more
+    prior = Ranking.of_scores([np.linspace(1.0, 0.1, 10), np.linspace(0.95, 0.05, 5)])
+    assert progress.add_prior(settings, prior)
+    probe = refits.pool[-1]
+    assert (probe.ranking, probe.top_k) == ("prior", 8)  # twice the add-back's 4
+    found = [
+        np.r_[np.full(6, np.nan), 0.5, 0.5, 1e-7, 0.5],
+        np.r_[np.full(2, np.nan), 0.5, 0.5, 0.5],
+    ]
+    refits.models.append(Fitted(3, 4, [], [], None, found))
+    refits.scores.append((probe, 0.95))  # it wins
+    assert choose_refit(refits.scores, progress.slack) == 3
+    assert progress.add_back(settings)  # the second add-back, from the probe
+    assert refits.pool[-1].parent == 3 and refits.pool[-1].kept == 9
+    assert not progress_won_by(pvalues).add_prior(settings, None)
 
 
 def test_every_refit_is_screened_and_an_add_back_follows_below_the_level(tmp_path):
