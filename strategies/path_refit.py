@@ -98,7 +98,9 @@ class PathRefits:
         pool, models, scores = refits.pool, refits.models, refits.scores
         # A resumed run goes on from its refit; the probes follow the candidates, the dense
         # model's refit the probes (it changes no earlier refit's training; when it wins, a
-        # probe below it may follow).
+        # probe below it may follow), the winner's add-backs the dense refit, and the probe of
+        # a ranking made before the path the add-backs; add_back is asked again after it, to
+        # grow that probe where it won.
         while (
             refits.done < len(pool)
             or progress.add_probe(self.path)

@@ -209,7 +209,6 @@ def test_the_winner_is_grown_before_a_prior_ranking_is_probed_and_a_winning_prob
     assert choose_refit(refits.scores, progress.slack) == 3
     assert progress.add_back(settings)  # the second add-back, from the probe
     assert refits.pool[-1].parent == 3 and refits.pool[-1].kept == 9
-    assert not progress_won_by(pvalues).add_prior(settings, None)
 
 
 def test_every_refit_is_screened_and_an_add_back_follows_below_the_level(tmp_path):
