@@ -164,13 +164,21 @@ def tolerance(
     """A validation choice's slack: ``setting``, else ``standard_errors`` standard errors of
     the best validation score (binomial for accuracy; for R^2 a standard error is taken as one
     hundredth). Fewer standard errors choose denser, more accurate models where the
-    validation rows are few (the glmnet "lambda.1se" rule at 1; "lambda.min" at 0)."""
+    validation rows are few (the glmnet "lambda.1se" rule at 1; "lambda.min" at 0).
+
+    The standard error is never below one validation row. Where it is at that floor (the best
+    model misses about one row or none: ``p (1 - p) < 1 / n``) any slack above zero is the
+    whole row: half of it would leave only the models that tie the best, where a model one row
+    behind shows nothing. Elsewhere a fraction of a standard error stands; on a few dozen
+    validation rows it keeps the choice denser than one row would, which is what it is for."""
     if setting is not None:
         return float(setting)
     if experiment.task.kind != "classification":
         return 0.01 * standard_errors
     n = max(len(experiment.splits.val), 1)
     p = min(max(best, 0.0), 1.0)
+    if p * (1 - p) < 1.0 / n and standard_errors > 0:
+        return max(standard_errors, 1.0) / n
     return standard_errors * math.sqrt(max(p * (1 - p), 1.0 / n) / n)
 
 

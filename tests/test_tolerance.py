@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from test_path_choice import point
 
 from vflfs.strategies.count_ladder import fallen_short
@@ -37,6 +38,21 @@ def test_the_floor_of_one_row_keeps_a_model_one_row_below_a_near_perfect_score()
     assert good_scores([95 / 96, 94 / 96, 93 / 96], slack) == [0, 1]
     points = [point(0, 95 / 96, [3, 3]), point(1, 94 / 96, [1, 1])]
     assert choose(points, slack, None).point == 1
+
+
+def test_half_a_standard_error_at_its_floor_of_one_row_is_the_row():
+    # 192 validation rows, the best 191 right: the standard error is at its floor of one row,
+    # half of it would leave only ties, and the slack is the row; two standard errors stay two
+    # rows, and zero (the best score only) stays zero.
+    assert tolerance(None, experiment(192), 191 / 192, 0.5) == 1 / 192
+    assert good_scores([191 / 192, 190 / 192, 189 / 192], 1 / 192) == [0, 1]
+    assert tolerance(None, experiment(192), 191 / 192, 2.0) == 2 / 192
+    assert tolerance(None, experiment(192), 191 / 192, 0.0) == 0.0
+    # Away from the floor half a standard error stands, below a row on 32 rows at 28 right.
+    half = 0.5 * np.sqrt(28 / 32 * 4 / 32 / 32)
+    assert tolerance(None, experiment(32), 28 / 32, 0.5) == pytest.approx(half)
+    assert half < 1 / 32
+    assert tolerance(None, experiment(192), 0.9, 1.0) == pytest.approx(np.sqrt(0.09 / 192))
 
 
 def test_counts_fall_short_only_beyond_the_margin():
