@@ -177,9 +177,9 @@ def tolerance(
         return 0.01 * standard_errors
     n = max(len(experiment.splits.val), 1)
     p = min(max(best, 0.0), 1.0)
-    if p * (1 - p) < 1.0 / n and standard_errors > 0:
-        return max(standard_errors, 1.0) / n
-    return standard_errors * math.sqrt(max(p * (1 - p), 1.0 / n) / n)
+    if p * (1 - p) < 1.0 / n:  # the standard error at its floor of one row
+        return max(standard_errors, 1.0) / n if standard_errors > 0 else 0.0
+    return standard_errors * math.sqrt(p * (1 - p) / n)
 
 
 def choose(points: list[PathPoint], slack: float, max_features: int | None) -> PathPoint:
